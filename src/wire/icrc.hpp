@@ -1,0 +1,54 @@
+// The RoCE v2 invariant CRC (IBTA Annex A17.3.3): CRC-32 over 8 bytes of 0xFF, the IP header
+// and UDP header with their variant fields masked, the BTH with byte 4 masked, and the rest
+// of the packet up to the ICRC. Computed with ISA-L (crc32_gzip_refl), which equals zlib's
+// crc32. Stored in the packet least-significant byte first.
+//
+// The IPv4 Identification and flags are NOT masked, and a kernel UDP socket hides them on
+// receive. So there are two ways to check: with the full IP header (pcap, raw sockets,
+// simulator) the check is exact; with only what a UDP socket sees (addresses, ports,
+// lengths) verify_icrc_udp() accepts a packet whose residual can be explained by some
+// IPv4 ID and DF value (CRC-32 is linear, so this is a small subspace; a corruption escapes
+// with probability about 2^-15). On send, uroce's UDP driver uses an unconnected socket with
+// IP_PMTUDISC_DO, for which Linux writes ID 0 and DF: IpContext's defaults.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+namespace uroce::wire {
+
+// What the ICRC needs to know of the IP and UDP headers.
+struct IpContext {
+  bool ipv6 = false;
+  std::array<uint8_t, 16> src{};  // IPv6 address, or IPv4 in the last 4 bytes (::ffff:a.b.c.d)
+  std::array<uint8_t, 16> dst{};
+  uint16_t sport = 0;
+  uint16_t dport = 4791;
+  uint16_t ipv4_id = 0;  // as the kernel writes it for an unconnected DF socket
+  bool ipv4_df = true;
+};
+
+// ICRC of a RoCE packet given as its full IP datagram (IPv4 or IPv6 header, UDP header, BTH
+// .. pad; the trailing 4 ICRC bytes are excluded by `ip_datagram_len_without_icrc`).
+[[nodiscard]] uint32_t icrc_of_ip_datagram(std::span<const uint8_t> ip_datagram_without_icrc);
+
+// ICRC of `roce` (BTH .. pad, without ICRC) sent with the given IP/UDP context.
+[[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce_without_icrc);
+
+// Computes and stores the ICRC in the last 4 bytes of `roce_with_icrc`.
+void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc);
+
+enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
+
+// Checks a received packet's ICRC (last 4 bytes of `roce_with_icrc`) knowing only what a
+// UDP socket sees. Exact for IPv6; for IPv4 accepts any ID/DF (see the file comment).
+[[nodiscard]] IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc);
+
+// Exact check with the full IP datagram (IP header .. ICRC).
+[[nodiscard]] bool verify_icrc_ip_datagram(std::span<const uint8_t> ip_datagram_with_icrc);
+
+// Plain CRC-32 (zlib-compatible) through ISA-L; `crc` chains calls.
+[[nodiscard]] uint32_t crc32(uint32_t crc, std::span<const uint8_t> bytes);
+
+}  // namespace uroce::wire

@@ -1,0 +1,141 @@
+// RoCE v2 transport headers (BTH and every extended header) and the pure codec that parses
+// and builds the UDP payload of a RoCE v2 packet: BTH | ext. headers | payload | pad | ICRC.
+// Parsing returns views into the caller's bytes; building writes into the caller's buffer.
+// Nothing here allocates. The ICRC needs the IP/UDP headers too: see icrc.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/psn.hpp"
+#include "wire/opcode.hpp"
+
+namespace uroce::wire {
+
+inline constexpr uint16_t kRoceV2Port = 4791;
+inline constexpr uint16_t kDefaultPkey = 0xFFFF;
+inline constexpr uint32_t kGsiQkey = 0x80010000;
+inline constexpr size_t kBthLen = 12;
+inline constexpr size_t kIcrcLen = 4;
+inline constexpr size_t kCnpPadLen = 16;
+
+struct Bth {
+  uint8_t opcode = 0;
+  bool se = false;
+  bool migreq = false;
+  uint8_t padcnt = 0;  // parse: as carried; build: computed from the payload length
+  uint8_t tver = 0;
+  uint16_t pkey = kDefaultPkey;
+  bool fecn = false;
+  bool becn = false;
+  uint32_t dqpn = 0;  // 24 bits
+  bool ackreq = false;
+  Psn psn;
+};
+
+struct Reth {
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t dma_len = 0;  // length of the whole message
+};
+
+enum class AethType : uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };
+
+enum class NakCode : uint8_t {
+  kPsnSequenceError = 0,
+  kInvalidRequest = 1,
+  kRemoteAccessError = 2,
+  kRemoteOperationalError = 3,
+  kInvalidRdRequest = 4,
+};
+
+inline constexpr uint8_t kCreditInvalid = 0x1F;  // "no credit information", what rxe sends
+
+struct Aeth {
+  uint8_t syndrome = 0;  // type << 5 | value
+  uint32_t msn = 0;      // 24 bits
+
+  [[nodiscard]] constexpr AethType type() const { return static_cast<AethType>((syndrome >> 5) & 3); }
+  [[nodiscard]] constexpr uint8_t value() const { return syndrome & 0x1F; }
+  static constexpr uint8_t ack(uint8_t credit = kCreditInvalid) { return credit & 0x1F; }
+  static constexpr uint8_t rnr_nak(uint8_t timer_code) { return 0x20 | (timer_code & 0x1F); }
+  static constexpr uint8_t nak(NakCode code) { return 0x60 | static_cast<uint8_t>(code); }
+};
+
+struct AtomicEth {
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
+};
+
+struct AtomicAckEth {
+  uint64_t orig = 0;
+};
+
+struct Deth {
+  uint32_t qkey = 0;
+  uint32_t src_qp = 0;  // 24 bits
+};
+
+struct Feth {
+  uint32_t bits = 0;  // FLUSH selectivity level / placement type (IBA 1.5), kept raw
+};
+
+// Every header a RoCE packet can carry. Only those the opcode's table entry names are
+// written by build_packet() and filled by parse_packet(); the others are left as they are.
+struct Headers {
+  Bth bth;
+  Deth deth;
+  Feth feth;
+  Reth reth;
+  AtomicEth atomic_eth;
+  Aeth aeth;
+  AtomicAckEth atomic_ack_eth;
+  uint32_t immdt = 0;     // big endian on the wire, host order here
+  uint32_t ieth_rkey = 0;
+};
+
+// Why a packet was rejected. Each value maps to a drop counter (see reject_reason_name).
+enum class ParseError : uint8_t {
+  kOk = 0,
+  kTruncated,           // shorter than BTH + headers + ICRC
+  kUnknownOpcode,       // no table entry (RD, XRC, reserved)
+  kOpcodeNotForTransport,  // e.g. a UD opcode that only RC has
+  kBadTver,             // TVer != 0
+  kBadPadCnt,           // pad on an opcode without payload, or pad longer than the payload
+  kLengthMismatch,      // payload where none is allowed, or a CNP of the wrong size
+  kBadIcrc,             // reported by verify_icrc(), never by parse_packet()
+};
+
+[[nodiscard]] std::string_view parse_error_name(ParseError e);  // "truncated", "bad_icrc", …
+
+struct ParsedPacket {
+  Headers hdr;
+  const OpcodeInfo* info = nullptr;
+  std::span<const uint8_t> payload;  // without pad and ICRC
+  uint32_t icrc = 0;                 // as carried (little-endian on the wire)
+  size_t header_len = 0;             // BTH + extended headers
+};
+
+// Parses the UDP payload of a RoCE v2 packet (BTH .. ICRC). Never reads outside `bytes`.
+// Does not check the ICRC.
+[[nodiscard]] ParseError parse_packet(std::span<const uint8_t> bytes, ParsedPacket& out);
+
+// Bytes build_packet() will write for this opcode and payload (headers+payload+pad+ICRC).
+[[nodiscard]] size_t packet_size(uint8_t opcode, size_t payload_len);
+
+// Writes BTH, the opcode's extended headers, the payload, zero pad (PadCnt computed) and a
+// zero ICRC placeholder into `out`. Returns the bytes written, 0 when `out` is too small or
+// the opcode is unknown. Fill the ICRC afterwards with icrc.hpp.
+[[nodiscard]] size_t build_packet(const Headers& hdr, std::span<const uint8_t> payload,
+                                  std::span<uint8_t> out);
+
+// Writes only the headers (payload follows at out[header_len]); returns header_len. For
+// callers that copy the payload themselves (scatter-gather). PadCnt is computed from
+// payload_len.
+[[nodiscard]] size_t build_headers(const Headers& hdr, size_t payload_len, std::span<uint8_t> out);
+
+}  // namespace uroce::wire
