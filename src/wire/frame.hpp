@@ -13,23 +13,33 @@
 namespace uroce::wire {
 
 // pcap LINKTYPE_* values uroce understands.
-enum class LinkType : uint32_t { kEthernet = 1, kRawIp = 101, kLinuxSll = 113, kLinuxSll2 = 276, kIpv4 = 228, kIpv6 = 229 };
+enum class LinkType : uint32_t {
+  kEthernet = 1,
+  kRawIp = 101,
+  kLinuxSll = 113,
+  kLinuxSll2 = 276,
+  kIpv4 = 228,
+  kIpv6 = 229
+};
 
 struct RoceFrame {
-  IpContext ip;                            // addresses, ports, IPv4 ID and DF as carried
-  uint8_t tos = 0;                         // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
-  uint8_t ttl = 0;                         // TTL / hop limit
-  std::span<const uint8_t> ip_datagram;    // IP header .. end of ICRC (trailers cut off)
-  std::span<const uint8_t> roce;           // UDP payload: BTH .. ICRC
+  IpContext ip;                          // addresses, ports, IPv4 ID and DF as carried
+  uint8_t tos = 0;                       // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
+  uint8_t ttl = 0;                       // TTL / hop limit
+  std::span<const uint8_t> ip_datagram;  // IP header .. end of ICRC (trailers cut off)
+  std::span<const uint8_t> roce;         // UDP payload: BTH .. ICRC
 };
 
 enum class FrameError : uint8_t {
   kOk = 0,
-  kTruncated,    // a header is cut short
-  kNotIp,        // not IPv4/IPv6 (ARP, LLDP, …)
-  kNotUdp,       // IP but not UDP, or a fragment
-  kNotRoce,      // UDP but destination port is not 4791
+  kTruncated,  // a header is cut short
+  kNotIp,      // not IPv4/IPv6 (ARP, LLDP, …)
+  kNotUdp,     // IP but not UDP, or a fragment
+  kNotRoce,    // UDP but destination port is not 4791
   kUnsupportedLink,
+  kMalformed,  // an IP/UDP length field contradicts itself (IHL < 5, UDP length < 8, …)
+  kRoceCut,    // UDP port 4791, but the capture's snap length cut the datagram: `ip`, `tos`,
+               // `ttl` are filled, `ip_datagram` and `roce` hold the captured part only
 };
 
 [[nodiscard]] std::string_view frame_error_name(FrameError e);
