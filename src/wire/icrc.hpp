@@ -43,7 +43,8 @@ enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
 
 // Checks a received packet's ICRC (last 4 bytes of `roce_with_icrc`) knowing only what a
 // UDP socket sees. Exact for IPv6; for IPv4 accepts any ID/DF (see the file comment).
-[[nodiscard]] IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc);
+[[nodiscard]] IcrcResult verify_icrc_udp(const IpContext& ctx,
+                                         std::span<const uint8_t> roce_with_icrc);
 
 // Exact check with the full IP datagram (IP header .. ICRC).
 [[nodiscard]] bool verify_icrc_ip_datagram(std::span<const uint8_t> ip_datagram_with_icrc);

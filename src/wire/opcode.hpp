@@ -9,7 +9,14 @@
 namespace uroce::wire {
 
 // Transport prefix: upper 3 bits of the BTH opcode.
-enum class Transport : uint8_t { kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80, kXrc = 0xA0 };
+enum class Transport : uint8_t {
+  kRc = 0x00,
+  kUc = 0x20,
+  kRd = 0x40,
+  kUd = 0x60,
+  kCnp = 0x80,
+  kXrc = 0xA0
+};
 
 // Operation: lower 5 bits of the BTH opcode.
 enum class Op : uint8_t {
@@ -72,20 +79,26 @@ enum OpFlag : uint16_t {
   kIsReadRequest = 1 << 6,
   kIsReadResponse = 1 << 7,
   kIsAtomic = 1 << 8,
-  kIsAck = 1 << 9,  // ACK or atomic ACK
-  kIsRequest = 1 << 10,  // sent by a requester (SEND/WRITE/READ req/atomic/flush)
+  kIsAck = 1 << 9,        // ACK or atomic ACK
+  kIsRequest = 1 << 10,   // sent by a requester (SEND/WRITE/READ req/atomic/flush)
   kIsResponse = 1 << 11,  // sent by a responder (ACK, READ response, atomic ACK)
   kImm = 1 << 12,
   kInv = 1 << 13,
   kIsCnp = 1 << 14,
 };
 
+// FLUSH and ATOMIC WRITE (IBA 1.5) carry kIsRequest and position flags only, no kind flag:
+// they are neither ordinary writes nor AtomicETH atomics, so the transport must match their
+// opcodes explicitly (Linux >= 6.2 answers both with a plain ACK).
 struct OpcodeInfo {
-  std::string_view name;  // e.g. "RC_SEND_FIRST", "UD_SEND_ONLY", "CNP" (uroce dump's names)
-  uint16_t headers = 0;   // HeaderBit mask
-  uint16_t flags = 0;     // OpFlag mask
+  // e.g. "RC_SEND_FIRST", "UD_SEND_ONLY", "CNP" (uroce dump's names). RD and XRC opcodes are
+  // named although invalid; reserved opcodes have an empty name.
+  std::string_view name;
+  uint16_t headers = 0;    // HeaderBit mask
+  uint16_t flags = 0;      // OpFlag mask
   uint8_t header_len = 0;  // bytes of BTH + extended headers (payload starts here)
   bool valid = false;
+  uint8_t fixed_payload_len = 0;  // nonzero: payload must be exactly this long (ATOMIC WRITE: 8)
 };
 
 // Info for any 8-bit opcode; `.valid == false` for opcodes uroce does not know (RD, XRC,

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/psn.hpp"
+#include "wire/header_layout.hpp"  // kBthLen, kIcrcLen, kCnpPadLen and the other header sizes
 #include "wire/opcode.hpp"
 
 namespace uroce::wire {
@@ -17,9 +18,6 @@ namespace uroce::wire {
 inline constexpr uint16_t kRoceV2Port = 4791;
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kGsiQkey = 0x80010000;
-inline constexpr size_t kBthLen = 12;
-inline constexpr size_t kIcrcLen = 4;
-inline constexpr size_t kCnpPadLen = 16;
 
 struct Bth {
   uint8_t opcode = 0;
@@ -57,7 +55,9 @@ struct Aeth {
   uint8_t syndrome = 0;  // type << 5 | value
   uint32_t msn = 0;      // 24 bits
 
-  [[nodiscard]] constexpr AethType type() const { return static_cast<AethType>((syndrome >> 5) & 3); }
+  [[nodiscard]] constexpr AethType type() const {
+    return static_cast<AethType>((syndrome >> 5) & 3);
+  }
   [[nodiscard]] constexpr uint8_t value() const { return syndrome & 0x1F; }
   static constexpr uint8_t ack(uint8_t credit = kCreditInvalid) { return credit & 0x1F; }
   static constexpr uint8_t rnr_nak(uint8_t timer_code) { return 0x20 | (timer_code & 0x1F); }
@@ -94,20 +94,23 @@ struct Headers {
   AtomicEth atomic_eth;
   Aeth aeth;
   AtomicAckEth atomic_ack_eth;
-  uint32_t immdt = 0;     // big endian on the wire, host order here
+  uint32_t immdt = 0;  // big endian on the wire, host order here
   uint32_t ieth_rkey = 0;
 };
 
-// Why a packet was rejected. Each value maps to a drop counter (see reject_reason_name).
+// Why a packet was rejected. Each value maps to a drop counter (see parse_error_name).
+// parse_packet() checks in this order and reports the first failure: BTH present, TVer,
+// opcode, headers and ICRC present, PadCnt, length.
 enum class ParseError : uint8_t {
   kOk = 0,
-  kTruncated,           // shorter than BTH + headers + ICRC
-  kUnknownOpcode,       // no table entry (RD, XRC, reserved)
-  kOpcodeNotForTransport,  // e.g. a UD opcode that only RC has
-  kBadTver,             // TVer != 0
-  kBadPadCnt,           // pad on an opcode without payload, or pad longer than the payload
-  kLengthMismatch,      // payload where none is allowed, or a CNP of the wrong size
-  kBadIcrc,             // reported by verify_icrc(), never by parse_packet()
+  kTruncated,              // shorter than BTH + headers + ICRC
+  kUnknownOpcode,          // no table entry (RD, XRC, CNP transport other than 0x81, reserved)
+  kOpcodeNotForTransport,  // an RC operation under UC or UD that those transports lack
+  kBadTver,                // TVer != 0
+  kBadPadCnt,              // pad on an opcode without payload, or pad longer than the payload
+  kLengthMismatch,         // payload where none is allowed, a CNP or ATOMIC WRITE of the wrong
+                           // size, or payload + pad not a multiple of 4 bytes
+  kBadIcrc,                // reported by verify_icrc(), never by parse_packet()
 };
 
 [[nodiscard]] std::string_view parse_error_name(ParseError e);  // "truncated", "bad_icrc", …
@@ -121,21 +124,28 @@ struct ParsedPacket {
 };
 
 // Parses the UDP payload of a RoCE v2 packet (BTH .. ICRC). Never reads outside `bytes`.
-// Does not check the ICRC.
+// Does not check the ICRC. On success every header the opcode carries is filled (the
+// others in out.hdr are left as they were). On failure out.hdr.bth is filled when the
+// packet holds a whole BTH and out.info points at the opcode's entry once it was looked up
+// (so a dump can still name what it dropped); out.payload stays empty.
 [[nodiscard]] ParseError parse_packet(std::span<const uint8_t> bytes, ParsedPacket& out);
 
-// Bytes build_packet() will write for this opcode and payload (headers+payload+pad+ICRC).
+// Bytes build_packet() will write for this opcode and payload (headers+payload+pad+ICRC);
+// 0 for an unknown opcode or a payload length the opcode cannot carry.
 [[nodiscard]] size_t packet_size(uint8_t opcode, size_t payload_len);
 
 // Writes BTH, the opcode's extended headers, the payload, zero pad (PadCnt computed) and a
-// zero ICRC placeholder into `out`. Returns the bytes written, 0 when `out` is too small or
-// the opcode is unknown. Fill the ICRC afterwards with icrc.hpp.
+// zero ICRC placeholder into `out`. Returns the bytes written, 0 when `out` is too small,
+// the opcode is unknown or cannot carry this payload (see packet_size()). Reserved bits are
+// written as zero; TVer as given (0 unless a test wants a bad one). `payload` may alias
+// `out`. Fill the ICRC afterwards with icrc.hpp.
 [[nodiscard]] size_t build_packet(const Headers& hdr, std::span<const uint8_t> payload,
                                   std::span<uint8_t> out);
 
 // Writes only the headers (payload follows at out[header_len]); returns header_len. For
-// callers that copy the payload themselves (scatter-gather). PadCnt is computed from
-// payload_len.
+// callers that copy the payload themselves (scatter-gather); they also write the zero pad
+// and the ICRC. PadCnt is computed from payload_len. Returns 0 in the cases build_packet()
+// does.
 [[nodiscard]] size_t build_headers(const Headers& hdr, size_t payload_len, std::span<uint8_t> out);
 
 }  // namespace uroce::wire

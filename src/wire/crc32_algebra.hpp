@@ -1,0 +1,67 @@
+// GF(2) algebra of the reflected CRC-32 (the zlib / Ethernet polynomial), for reasoning
+// about how bit flips move a CRC without recomputing it. CRC-32 is affine: for two messages
+// of equal length, crc(a) ^ crc(b) depends only on a ^ b, and a single byte v followed by n
+// bytes contributes crc32_shift(crc32_byte_linear(v), n). zlib's crc32_combine_gen64 and
+// crc32_combine_op are the same operations (the tests check that); having them here keeps
+// uroce_wire free of a zlib dependency and makes them constexpr.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace uroce::wire {
+
+inline constexpr uint32_t kCrc32PolyReflected = 0xEDB88320;
+
+// a * b modulo the CRC polynomial, both in reflected bit order (bit 31 is x^0).
+[[nodiscard]] constexpr uint32_t gf2_multiply_mod_p(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kCrc32PolyReflected : b >> 1;
+  }
+  return product;
+}
+
+namespace detail {
+// x^(2^k) mod P for k = 0..63.
+constexpr std::array<uint32_t, 64> make_x2n_table() {
+  std::array<uint32_t, 64> table{};
+  uint32_t p = 1u << 30;  // x^1
+  for (uint32_t& entry : table) {
+    entry = p;
+    p = gf2_multiply_mod_p(p, p);
+  }
+  return table;
+}
+inline constexpr std::array<uint32_t, 64> kX2n = make_x2n_table();
+}  // namespace detail
+
+// x^(8 * n) mod P: the operator that appends n zero bytes (zlib: crc32_combine_gen64(n)).
+[[nodiscard]] constexpr uint32_t x_pow_8n_mod_p(uint64_t n) {
+  uint32_t p = 1u << 31;  // x^0
+  for (unsigned k = 3; n != 0; n >>= 1, ++k) {
+    if (n & 1) p = gf2_multiply_mod_p(detail::kX2n[k & 63], p);
+  }
+  return p;
+}
+
+// The linear CRC state `c` carried across n more zero bytes
+// (zlib: crc32_combine_op(c, 0, crc32_combine_gen64(n))).
+[[nodiscard]] constexpr uint32_t crc32_shift(uint32_t c, uint64_t n) {
+  return gf2_multiply_mod_p(x_pow_8n_mod_p(n), c);
+}
+
+// The linear part of the CRC of the single byte v (no initial value, no final xor):
+// crc32 of {v} xor crc32 of {0}; the classic table entry for v.
+[[nodiscard]] constexpr uint32_t crc32_byte_linear(uint8_t v) {
+  uint32_t c = v;
+  for (int i = 0; i < 8; ++i) c = (c & 1) ? (c >> 1) ^ kCrc32PolyReflected : c >> 1;
+  return c;
+}
+
+static_assert(crc32_byte_linear(1) == 0x77073096, "zlib crc_table[1]");
+static_assert(crc32_byte_linear(0x80) == 0xEDB88320, "zlib crc_table[128]");
+static_assert(crc32_shift(crc32_byte_linear(1), 0) == 0x77073096);
+
+}  // namespace uroce::wire

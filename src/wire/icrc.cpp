@@ -1,0 +1,236 @@
+// The RoCE v2 ICRC (IBTA Annex A17.3.3; Linux rxe_icrc.c). The masked pseudo header (8 bytes
+// of 0xFF for the absent LRH, IP and UDP headers with variant fields set to ones, the BTH with
+// byte 4 set to ones) is built in a small stack buffer; the CRC then continues over the rest
+// of the packet in place, so the payload is never copied.
+#include "wire/icrc.hpp"
+
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "wire/byte_order.hpp"
+#include "wire/crc32_algebra.hpp"
+#include "wire/header_layout.hpp"
+
+namespace uroce::wire {
+namespace {
+
+constexpr size_t kLrhStandInLen = 8;  // the IB LRH is replaced by 8 bytes of 0xFF
+constexpr size_t kIpv4HeaderLen = 20;
+constexpr size_t kIpv4MaxHeaderLen = 60;
+constexpr size_t kIpv6HeaderLen = 40;
+constexpr size_t kUdpHeaderLen = 8;
+constexpr uint8_t kIpProtoUdp = 17;
+constexpr uint8_t kIpv4DfBit = 0x40;   // in the first flags/fragment-offset byte
+constexpr size_t kBthVariantByte = 4;  // FECN, BECN, reserved
+constexpr size_t kMaxPrefixLen = kLrhStandInLen + kIpv4MaxHeaderLen + kUdpHeaderLen + kBthLen;
+static_assert(kLrhStandInLen + kIpv6HeaderLen + kUdpHeaderLen + kBthLen <= kMaxPrefixLen);
+
+// Offsets of the unmasked IPv4 ID and flags in the pseudo header.
+constexpr size_t kIdOffset = kLrhStandInLen + 4;
+constexpr size_t kFlagsOffset = kLrhStandInLen + 6;
+
+// Sets the variant fields of an IP header (already copied to `ip`) to all ones.
+void mask_ip(uint8_t* ip, bool ipv6) {
+  if (ipv6) {
+    ip[0] |= 0x0F;                 // traffic class, high nibble
+    std::memset(ip + 1, 0xFF, 3);  // traffic class, low nibble; flow label
+    ip[7] = 0xFF;                  // hop limit
+  } else {
+    ip[1] = 0xFF;                   // TOS: DSCP and ECN
+    ip[8] = 0xFF;                   // TTL
+    std::memset(ip + 10, 0xFF, 2);  // header checksum
+  }
+}
+
+// Copies UDP header and BTH (as much of it as `rest` holds) after the IP header and masks
+// them; returns the prefix length and consumes the copied bytes from `rest`.
+size_t append_udp_bth(uint8_t* s, size_t at, std::span<const uint8_t>& rest) {
+  std::memcpy(s + at, rest.data(), kUdpHeaderLen);
+  std::memset(s + at + 6, 0xFF, 2);  // UDP checksum
+  at += kUdpHeaderLen;
+  const size_t bth = std::min(kBthLen, rest.size() - kUdpHeaderLen);
+  std::memcpy(s + at, rest.data() + kUdpHeaderLen, bth);
+  if (bth > kBthVariantByte) s[at + kBthVariantByte] = 0xFF;
+  rest = rest.subspan(kUdpHeaderLen + bth);
+  return at + bth;
+}
+
+// Writes the masked pseudo header for `ctx` and a RoCE packet of `roce_len_with_icrc` bytes
+// whose BTH is `bth` (up to 12 bytes); returns its length.
+size_t write_ctx_prefix(const IpContext& ctx, size_t roce_len_with_icrc,
+                        std::span<const uint8_t> bth, uint8_t* s) {
+  std::memset(s, 0xFF, kLrhStandInLen);
+  uint8_t* ip = s + kLrhStandInLen;
+  const size_t udp_len = kUdpHeaderLen + roce_len_with_icrc;
+  size_t at;
+  if (ctx.ipv6) {
+    ip[0] = 0x60;
+    store_be16(ip + 4, static_cast<uint16_t>(udp_len));
+    ip[6] = kIpProtoUdp;
+    std::memcpy(ip + 8, ctx.src.data(), 16);
+    std::memcpy(ip + 24, ctx.dst.data(), 16);
+    mask_ip(ip, true);
+    at = kLrhStandInLen + kIpv6HeaderLen;
+  } else {
+    ip[0] = 0x45;
+    store_be16(ip + 2, static_cast<uint16_t>(kIpv4HeaderLen + udp_len));
+    store_be16(ip + 4, ctx.ipv4_id);
+    ip[6] = ctx.ipv4_df ? kIpv4DfBit : 0;
+    ip[7] = 0;
+    ip[9] = kIpProtoUdp;
+    std::memcpy(ip + 12, ctx.src.data() + 12, 4);
+    std::memcpy(ip + 16, ctx.dst.data() + 12, 4);
+    mask_ip(ip, false);
+    at = kLrhStandInLen + kIpv4HeaderLen;
+  }
+  uint8_t* udp = s + at;
+  store_be16(udp, ctx.sport);
+  store_be16(udp + 2, ctx.dport);
+  store_be16(udp + 4, static_cast<uint16_t>(udp_len));
+  std::memset(udp + 6, 0xFF, 2);
+  at += kUdpHeaderLen;
+  std::memcpy(s + at, bth.data(), bth.size());
+  if (bth.size() > kBthVariantByte) s[at + kBthVariantByte] = 0xFF;
+  return at + bth.size();
+}
+
+// The subspace of CRC differences that the unknown IPv4 ID (16 bits) and DF bit can cause in
+// a pseudo message of a given length, kept as a GF(2) basis in echelon form: basis_[i] is
+// zero or has its highest set bit at i.
+class IdSubspace {
+ public:
+  IdSubspace() = default;
+  explicit IdSubspace(size_t message_len) {
+    // A byte at offset p is followed by message_len - 1 - p bytes.
+    auto add_byte_bits = [&](size_t offset, uint8_t bits) {
+      const uint32_t op = x_pow_8n_mod_p(message_len - 1 - offset);
+      for (int b = 0; b < 8; ++b) {
+        if (bits & (1u << b)) insert(gf2_multiply_mod_p(op, crc32_byte_linear(uint8_t(1u << b))));
+      }
+    };
+    add_byte_bits(kIdOffset, 0xFF);
+    add_byte_bits(kIdOffset + 1, 0xFF);
+    add_byte_bits(kFlagsOffset, kIpv4DfBit);
+  }
+
+  [[nodiscard]] bool contains(uint32_t v) const { return reduce(v) == 0; }
+
+ private:
+  [[nodiscard]] uint32_t reduce(uint32_t v) const {
+    for (int i = 31; i >= 0 && v != 0; --i) {
+      if ((v >> i) & 1) v ^= basis_[i];
+      if ((v >> i) & 1) return v;  // no basis vector with this pivot: outside the span
+    }
+    return v;
+  }
+  void insert(uint32_t v) {
+    for (int i = 31; i >= 0 && v != 0; --i) {
+      if (!((v >> i) & 1)) continue;
+      if (basis_[i] == 0) {
+        basis_[i] = v;
+        return;
+      }
+      v ^= basis_[i];
+    }
+  }
+
+  std::array<uint32_t, 32> basis_{};
+};
+
+// Per-thread cache of subspaces by pseudo message length: a receiver sees few distinct
+// lengths (ACKs, full-MTU packets, a few tails), and a hit costs one reduction.
+const IdSubspace& id_subspace(size_t message_len) {
+  struct Entry {
+    size_t len = 0;
+    IdSubspace space;
+  };
+  static thread_local std::array<Entry, 16> cache{};
+  Entry& e = cache[message_len % cache.size()];
+  if (e.len != message_len) {
+    e.space = IdSubspace(message_len);
+    e.len = message_len;
+  }
+  return e.space;
+}
+
+}  // namespace
+
+uint32_t crc32(uint32_t crc, std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return crc;
+  return crc32_gzip_refl(crc, bytes.data(), bytes.size());
+}
+
+uint32_t icrc_of_ip_datagram(std::span<const uint8_t> d) {
+  if (d.empty()) return 0;
+  const uint8_t version = d[0] >> 4;
+  size_t ip_len;
+  if (version == 4) {
+    ip_len = size_t{d[0] & 0x0Fu} * 4;
+    if (ip_len < kIpv4HeaderLen) return 0;
+  } else if (version == 6) {
+    ip_len = kIpv6HeaderLen;
+  } else {
+    return 0;
+  }
+  if (d.size() < ip_len + kUdpHeaderLen + kBthLen) return 0;
+  uint8_t s[kMaxPrefixLen];
+  std::memset(s, 0xFF, kLrhStandInLen);
+  std::memcpy(s + kLrhStandInLen, d.data(), ip_len);
+  mask_ip(s + kLrhStandInLen, version == 6);
+  std::span<const uint8_t> rest = d.subspan(ip_len);
+  const size_t prefix = append_udp_bth(s, kLrhStandInLen + ip_len, rest);
+  return crc32(crc32(0, {s, prefix}), rest);
+}
+
+uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce) {
+  uint8_t s[kMaxPrefixLen];
+  const auto bth = roce.first(std::min(kBthLen, roce.size()));
+  const size_t prefix = write_ctx_prefix(ctx, roce.size() + kIcrcLen, bth, s);
+  return crc32(crc32(0, {s, prefix}), roce.subspan(bth.size()));
+}
+
+void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc) {
+  if (roce_with_icrc.size() < kIcrcLen) return;
+  const size_t n = roce_with_icrc.size() - kIcrcLen;
+  store_le32(roce_with_icrc.data() + n, icrc_of(ctx, roce_with_icrc.first(n)));
+}
+
+IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc) {
+  if (roce_with_icrc.size() < kBthLen + kIcrcLen) return IcrcResult::kBad;
+  const size_t n = roce_with_icrc.size() - kIcrcLen;
+  const uint32_t carried = load_le32(roce_with_icrc.data() + n);
+  const uint32_t computed = icrc_of(ctx, roce_with_icrc.first(n));
+  if (computed == carried) return IcrcResult::kOk;
+  if (ctx.ipv6) return IcrcResult::kBad;
+  // Same-length messages: the CRC difference is the linear image of the bit difference. If
+  // it lies in the span of what the ID and DF bits can contribute, some ID/DF explains it.
+  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  return id_subspace(message_len).contains(computed ^ carried) ? IcrcResult::kOkModuloIpv4Id
+                                                               : IcrcResult::kBad;
+}
+
+bool verify_icrc_ip_datagram(std::span<const uint8_t> d) {
+  if (d.empty()) return false;
+  const uint8_t version = d[0] >> 4;
+  size_t ip_len;
+  uint8_t proto;
+  if (version == 4 && d.size() >= kIpv4HeaderLen) {
+    ip_len = size_t{d[0] & 0x0Fu} * 4;
+    proto = d[9];
+  } else if (version == 6 && d.size() >= kIpv6HeaderLen) {
+    ip_len = kIpv6HeaderLen;
+    proto = d[6];
+  } else {
+    return false;
+  }
+  if (proto != kIpProtoUdp || ip_len < kIpv4HeaderLen ||
+      d.size() < ip_len + kUdpHeaderLen + kBthLen + kIcrcLen) {
+    return false;
+  }
+  const size_t n = d.size() - kIcrcLen;
+  return icrc_of_ip_datagram(d.first(n)) == load_le32(d.data() + n);
+}
+
+}  // namespace uroce::wire
