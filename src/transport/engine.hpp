@@ -1,0 +1,150 @@
+// The sans-IO RoCE v2 transport engine of ONE device (one "NIC"): it owns the PDs, MRs, CQs,
+// SRQs and QPs of that device and runs requester, completer and responder for every QP.
+//
+// It never opens a socket, reads a clock, sleeps or starts a thread. A driver (UDP sockets,
+// the simulator, a test harness) moves bytes and time in and out:
+//
+//   setup   alloc_pd, reg_mr, create_cq, create_qp, modify_qp (RESET->INIT->RTR->RTS), ...
+//   post    post_send(now, ...), post_recv, post_srq_recv
+//   input   on_packet(now, meta, bytes)   one received RoCE v2 UDP payload (BTH .. ICRC)
+//   timers  on_timer(now)                 when now >= next_deadline()
+//   output  while (has_tx()) poll_tx(now, slots) and send what it wrote
+//   results poll_cq, poll_events
+//
+// Single-threaded: the device layer serialises every call. Nothing on the data path
+// allocates: queues are sized at creation, packets are built straight into the driver's
+// TxSlot buffers and payload is copied straight from/into registered memory.
+//
+// Memory ownership: registered memory belongs to the application and must stay valid until
+// dereg_mr; the engine reads and writes it only through its memory checker, and only for
+// the ranges a valid lkey/rkey with the right access covers. SendWr/RecvWr spans are read
+// during the post call only (the engine copies the SGE list and any inline data).
+//
+// ICRC and the IPv4 ID: on send the engine computes the ICRC for an IPv4 ID of 0 with DF
+// set (what Linux writes for an unconnected UDP socket with IP_PMTUDISC_DO), so a driver
+// must send that way. On receive, a driver that saw the real IP header sets
+// PacketMeta::ip_id_known and the ICRC is checked exactly; otherwise it is checked modulo
+// the unknown ID/DF bits (wire::verify_icrc_udp). See docs/engine.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "common/time.hpp"
+#include "transport/congestion.hpp"
+#include "transport/counters.hpp"
+#include "transport/verbs_types.hpp"
+#include "wire/icrc.hpp"
+
+namespace uroce::transport {
+
+struct EngineConfig {
+  uint32_t qpn_base = 0x11;  // first QPN this engine hands out (QP1 is reserved for GSI)
+  uint32_t qpn_count = 0;    // QPNs [qpn_base, qpn_base + qpn_count); 0: limits.max_qp
+  uint64_t seed = 0;         // seeds the lkey/rkey random bits (no global RNG)
+  DeviceLimits limits;
+  Mtu active_mtu = Mtu::k1024;  // the port's active MTU: the UD payload limit
+};
+
+// What a driver knows of one packet besides its bytes.
+struct PacketMeta {
+  wire::IpContext ip;        // src/dst address (IPv4 as ::ffff:a.b.c.d), UDP ports, IPv4 ID/DF
+  uint8_t tos = 0;           // IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
+  uint8_t ttl = 64;          // TTL / hop limit
+  bool ip_id_known = false;  // true when ip.ipv4_id/ipv4_df are the received values
+};
+
+// A buffer the driver lends to the engine for one outgoing packet.
+struct TxSlot {
+  std::span<uint8_t> buf;  // in: room for one packet (4096 + 64 bytes always suffice)
+  size_t len = 0;          // out: bytes written (BTH .. ICRC)
+  PacketMeta meta;         // out: src/dst address, sport, dport = 4791, tos, ttl
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  [[nodiscard]] const EngineConfig& config() const;
+
+  // ---- Resources (setup path). Errors: EINVAL bad argument or id, ENOMEM limit reached,
+  // EBUSY still in use.
+  Result<PdId> alloc_pd();
+  Status dealloc_pd(PdId pd);  // EBUSY while an MR, SRQ or QP uses it
+
+  // Registers [addr, addr+length) with ibv access flags. REMOTE_WRITE and REMOTE_ATOMIC
+  // require LOCAL_WRITE (EINVAL otherwise, as ibv_reg_mr). lkey/rkey = MR index bits plus
+  // random bits from the seeded generator.
+  Result<MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access);
+  Status dereg_mr(uint32_t lkey);
+
+  Result<CqId> create_cq(uint32_t cqe);  // capacity >= cqe
+  [[nodiscard]] uint32_t cq_capacity(CqId cq) const;
+  Status destroy_cq(CqId cq);  // EBUSY while a QP uses it
+
+  Result<SrqId> create_srq(PdId pd, const SrqInitAttr& attr);
+  // kSrqLimit arms the limit event (fires once when the WQE count drops below srq_limit,
+  // then srq_limit reads 0 again); kSrqMaxWr grows the queue.
+  Status modify_srq(SrqId srq, const SrqAttr& attr, uint32_t srq_attr_mask);
+  Status query_srq(SrqId srq, SrqAttr& attr) const;
+  Status destroy_srq(SrqId srq);  // EBUSY while a QP uses it
+
+  // QP1 is handed out for QpType::kGsi; other types get QPNs from the configured range.
+  Result<QpInfo> create_qp(PdId pd, const QpInitAttr& attr);
+  // IBTA/rxe transition table (linux-rxe-facts.md §1): EINVAL for an invalid transition or
+  // a mask bit neither required nor optional; EOPNOTSUPP for bits outside 0..20.
+  Status modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t attr_mask);
+  Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init_attr) const;
+  Status destroy_qp(uint32_t qpn);
+
+  // ---- Data path.
+  // One WR. EINVAL: QP below RTS (ERR accepted: completes with WR_FLUSH_ERR), opcode not
+  // valid for the QP type, too many SGEs, inline data too long. ENOMEM: send queue full.
+  Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
+  // EINVAL in RESET or on a QP attached to an SRQ; in ERR the WR completes with flush.
+  Status post_recv(uint32_t qpn, const RecvWr& wr);
+  Status post_srq_recv(SrqId srq, const RecvWr& wr);
+  // Up to out.size() completions, oldest first. Returns the count, or -EINVAL.
+  int poll_cq(CqId cq, std::span<Wc> out);
+  // Arms one kCqCompletion event for the next completion (solicited_only: the next
+  // receive completion of a packet with the SE bit).
+  Status req_notify_cq(CqId cq, bool solicited_only);
+
+  // ---- I/O, driven by the driver.
+  // One received RoCE v2 UDP payload (BTH .. ICRC). Verifies the ICRC, dispatches by
+  // destination QPN, counts every drop.
+  void on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce);
+  // Fires every timer whose deadline is <= now.
+  void on_timer(TimePoint now);
+  // The earliest armed deadline; kNever when nothing is armed. O(1).
+  [[nodiscard]] TimePoint next_deadline() const;
+  // Builds up to slots.size() packets into the slots; returns how many. Packets are produced
+  // only when asked: this is the backpressure point. A slot too small for the next packet
+  // stops the call (the packet stays pending).
+  size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
+  // Something is ready to send now.
+  [[nodiscard]] bool has_tx() const;
+
+  // CQ notifications, CQ overflow, SRQ limit reached, last WQE reached (SRQ QP in ERR).
+  size_t poll_events(std::span<AsyncEvent> out);
+
+  [[nodiscard]] const Counters& counters() const;
+  [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;  // nullptr: no such QP
+
+  // Non-owning; nullptr detaches. The controller must outlive the QP or be detached first.
+  Status set_congestion_control(uint32_t qpn, CongestionControl* cc);
+
+ private:
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace uroce::transport
