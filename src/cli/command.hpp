@@ -1,0 +1,25 @@
+// The `uroce` command's subcommands. Each lives in its own file and adds itself to the
+// top-level CLI11 parser through an add_*_command() function listed in main.cpp; main()
+// parses the command line once and runs the subcommand the user picked.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace uroce::cli {
+
+// Exit statuses shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the work failed part-way (e.g. a damaged capture)
+inline constexpr int kExitUsage = 2;    // bad arguments or an input that cannot be opened
+
+struct Subcommand {
+  CLI::App* parser = nullptr;  // owned by the top-level CLI::App
+  std::function<int()> run;    // returns the process exit status
+};
+
+// `uroce dump FILE [--json]`: decode the RoCE v2 packets of a pcap/pcapng file.
+Subcommand add_dump_command(CLI::App& app);
+
+}  // namespace uroce::cli

@@ -1,0 +1,42 @@
+// `uroce`: dispatches to the subcommand named on the command line.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+
+namespace {
+
+using AddCommand = uroce::cli::Subcommand (*)(CLI::App&);
+
+constexpr std::array<AddCommand, 1> kCommands = {&uroce::cli::add_dump_command};
+
+// One line a user can act on: what is wrong, then where the usage is.
+std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
+  std::string where = "uroce";
+  for (const CLI::App* sub : app->get_subcommands()) where += " " + sub->get_name();
+  return fmt::format("{}: {}; run '{} --help' for usage\n", where, e.what(), where);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"uroce: RoCE v2 in user space", "uroce"};
+  app.require_subcommand(1);
+  app.failure_message(one_line_failure);
+  std::vector<uroce::cli::Subcommand> commands;
+  commands.reserve(kCommands.size());
+  for (AddCommand add : kCommands) commands.push_back(add(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? uroce::cli::kExitOk : uroce::cli::kExitUsage;
+  }
+  for (const auto& command : commands) {
+    if (command.parser->parsed()) return command.run();
+  }
+  return uroce::cli::kExitUsage;
+}
