@@ -1,0 +1,615 @@
+#include "net/udp_port.hpp"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "net/netdev.hpp"
+
+namespace uroce::net {
+namespace {
+
+int64_t mono_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int read_sysctl_int(const char* path) {
+  std::ifstream in(path);
+  long long v = -1;
+  in >> v;
+  return static_cast<int>(v);
+}
+
+uint64_t random_token() {
+  std::random_device rd;
+  uint64_t t = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(mono_ns());
+  return t == 0 ? 1 : t;
+}
+
+// Sets SO_{RCV,SND}BUF and reads back what the kernel granted (it doubles the value for its
+// own bookkeeping and caps the request at net.core.{r,w}mem_max). If capped, tries the
+// *FORCE variant, which works with CAP_NET_ADMIN and fails harmlessly otherwise.
+int set_buffer(int fd, int opt, int force_opt, int bytes) {
+  setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
+  int got = 0;
+  socklen_t len = sizeof got;
+  getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+  if (got / 2 < bytes && setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof bytes) == 0) {
+    len = sizeof got;
+    getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+  }
+  return got / 2;
+}
+
+}  // namespace
+
+UdpPort::UdpPort(const UdpPortConfig& config) : config_(config), port_(config.port) {
+  family_ = config.local.is_v4() ? AF_INET : AF_INET6;
+}
+
+NetResult<std::unique_ptr<UdpPort>> UdpPort::open(const UdpPortConfig& config) {
+  std::unique_ptr<UdpPort> port(new UdpPort(config));
+  auto r = port->setup();
+  if (!r) return r.error();
+  return port;
+}
+
+NetResult<bool> UdpPort::create_socket() {
+  fd_ = socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    int err = errno;
+    return NetError{err, std::string("socket() failed: ") + std::strerror(err)};
+  }
+  const int one = 1;
+  if (config_.share && setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+    int err = errno;
+    return NetError{err, std::string("SO_REUSEPORT failed: ") + std::strerror(err)};
+  }
+  buffers_.rcvbuf_requested = config_.rcvbuf_bytes;
+  buffers_.sndbuf_requested = config_.sndbuf_bytes;
+  buffers_.rcvbuf_effective = set_buffer(fd_, SO_RCVBUF, SO_RCVBUFFORCE, config_.rcvbuf_bytes);
+  buffers_.sndbuf_effective = set_buffer(fd_, SO_SNDBUF, SO_SNDBUFFORCE, config_.sndbuf_bytes);
+  buffers_.rcvbuf_capped = buffers_.rcvbuf_effective < config_.rcvbuf_bytes;
+  buffers_.sndbuf_capped = buffers_.sndbuf_effective < config_.sndbuf_bytes;
+  if (buffers_.rcvbuf_capped || buffers_.sndbuf_capped) {
+    buffers_.note =
+        "socket buffers capped: SO_RCVBUF " + std::to_string(buffers_.rcvbuf_effective) + " of " +
+        std::to_string(config_.rcvbuf_bytes) + " bytes (net.core.rmem_max=" +
+        std::to_string(read_sysctl_int("/proc/sys/net/core/rmem_max")) + "), SO_SNDBUF " +
+        std::to_string(buffers_.sndbuf_effective) + " of " + std::to_string(config_.sndbuf_bytes) +
+        " (net.core.wmem_max=" + std::to_string(read_sysctl_int("/proc/sys/net/core/wmem_max")) +
+        "); raise them with `sysctl -w net.core.rmem_max=" + std::to_string(config_.rcvbuf_bytes) +
+        " net.core.wmem_max=" + std::to_string(config_.sndbuf_bytes) + "`";
+  }
+  // DF on every packet. For an unconnected socket Linux then writes IP ID 0 (measured, see
+  // docs/networking.md), which is what the ICRC of our packets assumes.
+  if (family_ == AF_INET) {
+    const int pmtu = IP_PMTUDISC_DO;
+    setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
+  } else {
+    const int pmtu = IPV6_PMTUDISC_DO;
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one);
+  }
+  SockAddr local = SockAddr::make(config_.local, config_.port, config_.scope_id);
+  if (bind(fd_, local.get(), local.len) != 0) return bind_error(errno);
+  if (config_.port == 0) {
+    SockAddr got;
+    got.len = sizeof got.storage;
+    if (getsockname(fd_, got.get(), &got.len) == 0) {
+      if (auto split = SockAddr::split(got.get())) port_ = split->second;
+    }
+  }
+  return true;
+}
+
+NetError UdpPort::bind_error(int err) const {
+  const std::string ep = endpoint_string(config_.local, config_.port);
+  if (err == EADDRINUSE) {
+    return NetError{
+        err, "UDP " + ep +
+                 " is in use by a socket that is not a uroce member of this user's group (another "
+                 "program, another user's uroce, or the kernel's Soft-RoCE, which binds *:" +
+                 std::to_string(config_.port) +
+                 " while an rxe device exists); see `ss -ulpn 'sport = :" +
+                 std::to_string(config_.port) +
+                 "'` and `rdma link` (`rdma link delete rxe0` frees it), or run uroce in its own "
+                 "network "
+                 "namespace"};
+  }
+  if (err == EACCES || err == EPERM) {
+    return NetError{
+        err,
+        "binding UDP " + ep + " was refused (" + std::strerror(err) +
+            "): ports below net.ipv4.ip_unprivileged_port_start need CAP_NET_BIND_SERVICE, and an "
+            "LSM (SELinux/AppArmor) or seccomp policy may forbid it"};
+  }
+  if (err == EADDRNOTAVAIL) {
+    std::string host = "(unknown)";
+    auto ifs = discover_interfaces();
+    if (ifs) host = describe_host_addresses(ifs.value());
+    return NetError{
+        err, "address " + config_.local.to_string() +
+                 " is not assigned to any interface of this host; its addresses are: " + host};
+  }
+  return NetError{err, "binding UDP " + ep + " failed: " + std::strerror(err)};
+}
+
+NetResult<bool> UdpPort::setup() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    int err = errno;
+    return NetError{err, std::string("eventfd failed: ") + std::strerror(err)};
+  }
+  if (!config_.share) return create_socket();
+
+  auto reg = RegistryFile::open(config_.registry_dir, config_.port);
+  if (!reg) return reg.error();
+  registry_.emplace(std::move(reg.value()));
+  token_ = random_token();
+  // Bind, registry update and program attach happen under the lock, so the registry's idea of
+  // positions and the kernel's socks[] change together.
+  auto lock = registry_->lock();
+  RegistryState state = registry_->load();
+  prune_dead_members(state);
+  auto slot = choose_slot(state, config_.local, config_.slot);
+  if (!slot) {
+    return NetError{EBUSY,
+                    config_.slot >= 0
+                        ? "QPN slot " + std::to_string(config_.slot) + " on " +
+                              endpoint_string(config_.local, config_.port) +
+                              " is taken by another uroce process (see " + registry_->path() + ")"
+                        : "all " + std::to_string(kSlotCount) + " QPN slots on " +
+                              endpoint_string(config_.local, config_.port) +
+                              " are taken by live uroce processes (see " + registry_->path() + ")"};
+  }
+  auto created = create_socket();
+  if (!created) {
+    registry_->store(state);  // keep the pruning
+    return created.error();
+  }
+  slot_ = *slot;
+  qpn_range_ = qpn_range_of_slot(*slot);
+  join_group_locked(state);
+  registry_->store(state);
+  last_prune_ns_ = mono_ns();
+  return true;
+}
+
+void UdpPort::join_group_locked(RegistryState& state) {
+  RegistryMember me;
+  me.pid = getpid();
+  me.start_time = process_start_time(me.pid);
+  me.token = token_;
+  me.slot = *slot_;
+  me.addr = config_.local;
+  // bind() appended our socket to the kernel's array.
+  me.position = static_cast<uint32_t>(members_on(state, config_.local).size());
+  me.verified_epoch = state.epoch;
+  state.members.push_back(me);
+  position_ = me.position;
+  attach_program(state);
+  remember_group(state);
+}
+
+void UdpPort::attach_program(const RegistryState& state) {
+  std::vector<SteeringEntry> entries;
+  for (const RegistryMember& m : members_on(state, config_.local))
+    entries.push_back({m.slot, m.position});
+  std::vector<sock_filter> prog = build_steering_program(entries);
+  sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
+  setsockopt(fd_, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog, sizeof fprog);
+}
+
+void UdpPort::remember_group(const RegistryState& state) {
+  slot_owned_by_other_.fill(false);
+  for (const RegistryMember& m : members_on(state, config_.local)) {
+    if (m.token != token_) slot_owned_by_other_[m.slot] = true;
+  }
+}
+
+std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
+  ++counters_.reuseport_probes;
+  int probe_fd = socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (probe_fd < 0) return std::nullopt;
+  SockAddr from = SockAddr::make(config_.local, 0, config_.scope_id);
+  SockAddr to = SockAddr::make(config_.local, port_, config_.scope_id);
+  std::optional<uint32_t> found;
+  int hits = 0;
+  if (bind(probe_fd, from.get(), from.len) == 0) {
+    for (size_t k = 0; k < group_size && k < 256; ++k) {
+      auto probe = make_probe(static_cast<uint8_t>(k), token_);
+      sendto(probe_fd, probe.data(), probe.size(), 0, to.get(), to.len);
+    }
+    // Loopback delivery normally completes inside sendto(); allow a little slack for the rest.
+    const int64_t deadline = mono_ns() + 200'000'000;
+    std::array<uint8_t, 2048> scratch{};
+    while (mono_ns() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, hits > 0 ? 5 : 20) <= 0) {
+        if (hits > 0) break;
+        continue;
+      }
+      for (;;) {
+        ssize_t n = recv(fd_, scratch.data(), scratch.size(), MSG_DONTWAIT);
+        if (n < 0) break;
+        auto pr = parse_probe({scratch.data(), static_cast<size_t>(n)});
+        if (!pr) {
+          ++counters_.rx_drop_repair;
+        } else if (pr->token != token_) {
+          ++counters_.rx_probes;
+        } else {
+          ++hits;
+          found = pr->position;
+        }
+      }
+    }
+  }
+  close(probe_fd);
+  // Two of our own probes here means the group is smaller than the registry says (the kernel
+  // hashed an out-of-range index to us): no answer rather than a wrong one.
+  if (hits != 1) {
+    ++counters_.reuseport_probe_failures;
+    return std::nullopt;
+  }
+  return found;
+}
+
+void UdpPort::reconcile(bool force_verify) {
+  if (!registry_ || fd_ < 0) return;
+  auto lock = registry_->lock();
+  RegistryState state = registry_->load();
+  const RegistryState before = state;
+  prune_dead_members(state);
+  last_prune_ns_ = mono_ns();
+  auto me = std::find_if(state.members.begin(), state.members.end(),
+                         [&](const RegistryMember& m) { return m.token == token_; });
+  if (me == state.members.end()) {
+    // Our record vanished (the file was deleted or rewritten by hand): re-register; the
+    // position is unknown, so verify it.
+    RegistryMember m;
+    m.pid = getpid();
+    m.start_time = process_start_time(m.pid);
+    m.token = token_;
+    m.slot = *slot_;
+    m.addr = config_.local;
+    m.position = position_.value_or(0);
+    state.members.push_back(m);
+    ++state.epoch;
+    me = state.members.end() - 1;
+    force_verify = true;
+  }
+  if (force_verify || me->verified_epoch < state.epoch) {
+    // Attach what we believe first: the probe branch of the program is the same in every
+    // version, and other traffic keeps flowing by the best guess meanwhile.
+    attach_program(state);
+    const size_t group = members_on(state, config_.local).size();
+    if (auto pos = probe_position(group)) {
+      if (*pos != me->position) {
+        // Whoever the registry placed at our real position is misplaced too: swap, the
+        // cheapest correction when exactly two entries are crossed; they re-verify anyway.
+        for (RegistryMember& m : state.members) {
+          if (m.addr == config_.local && m.token != token_ && m.position == *pos) {
+            m.position = me->position;
+            m.verified_epoch = 0;
+          }
+        }
+        me->position = *pos;
+        ++state.epoch;
+      }
+      me->verified_epoch = state.epoch;
+    }
+  }
+  position_ = me->position;
+  attach_program(state);
+  remember_group(state);
+  if (!(state == before)) ++counters_.reuseport_repairs;
+  registry_->store(state);
+}
+
+void UdpPort::maintain() {
+  if (!registry_) return;
+  const int64_t now = mono_ns();
+  bool need = registry_->changed_since_last_seen();
+  if (!need && now - last_prune_ns_ >= 1'000'000'000) {
+    last_prune_ns_ = now;
+    RegistryState state = registry_->load();
+    for (const RegistryMember& m : state.members) {
+      if (!process_alive(m.pid, m.start_time)) need = true;
+    }
+  }
+  if (need) reconcile(false);
+}
+
+UdpPort::~UdpPort() {
+  if (registry_ && fd_ >= 0) {
+    auto lock = registry_->lock();
+    RegistryState state = registry_->load();
+    prune_dead_members(state);
+    auto me = std::find_if(state.members.begin(), state.members.end(),
+                           [&](const RegistryMember& m) { return m.token == token_; });
+    if (me != state.members.end()) {
+      remove_member_like_kernel(state, static_cast<size_t>(me - state.members.begin()));
+      // Point the program at the layout that holds once we are gone, then close: the last
+      // member's datagrams come to our position (us) only for the instant in between.
+      if (!members_on(state, config_.local).empty()) attach_program(state);
+    }
+    close(fd_);
+    fd_ = -1;
+    registry_->store(state);
+  }
+  if (fd_ >= 0) close(fd_);
+  for (auto& [sport, fd] : sport_fds_) close(fd);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+int UdpPort::socket_for_sport(uint16_t sport) {
+  if (sport == 0 || sport == port_ || !config_.per_qp_source_port) return fd_;
+  if (auto it = sport_fds_.find(sport); it != sport_fds_.end()) return it->second;
+  if (sport_unavailable_.count(sport) != 0 || sport_fds_.size() >= config_.max_source_port_sockets)
+    return -1;
+  int fd = socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  // SO_REUSEADDR (not SO_REUSEPORT): uroce processes may share a source port with each
+  // other, but such a socket can never join a receiving reuseport group (those set only
+  // SO_REUSEPORT), which would shift that group's positions.
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  set_buffer(fd, SO_SNDBUF, SO_SNDBUFFORCE, config_.sndbuf_bytes);
+  const int small = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  // Nothing is ever received here: a filter returning 0 drops every datagram.
+  sock_filter drop_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
+  sock_fprog fprog{1, drop_all};
+  setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog);
+  if (family_ == AF_INET) {
+    const int pmtu = IP_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  } else {
+    const int pmtu = IPV6_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  }
+  SockAddr local = SockAddr::make(config_.local, sport, config_.scope_id);
+  if (bind(fd, local.get(), local.len) != 0) {
+    close(fd);
+    sport_unavailable_.insert(sport);
+    return -1;
+  }
+  sport_fds_.emplace(sport, fd);
+  return fd;
+}
+
+size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
+  size_t i = 0;
+  while (i < pkts.size()) {
+    int fd = socket_for_sport(pkts[i].ip.sport);
+    if (fd < 0) {
+      fd = fd_;
+      ++counters_.tx_sport_fallback;
+    }
+    // One sendmmsg per run of datagrams leaving through the same socket.
+    size_t n = 0;
+    while (i + n < pkts.size() && n < kMaxBurst) {
+      const TxDatagram& d = pkts[i + n];
+      if (n > 0) {
+        int fd_n = socket_for_sport(d.ip.sport);
+        if (fd_n != fd && !(fd_n < 0 && fd == fd_)) break;
+        if (fd_n < 0) ++counters_.tx_sport_fallback;
+      }
+      IpAddr dst;
+      dst.bytes = d.ip.dst;
+      auto* name = reinterpret_cast<sockaddr*>(&names_[n]);
+      SockAddr to = SockAddr::make(dst, d.ip.dport, d.scope_id);
+      std::memcpy(name, &to.storage, to.len);
+      iovs_[n] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
+      msghdr& h = msgs_[n].msg_hdr;
+      h = msghdr{};
+      h.msg_name = name;
+      h.msg_namelen = to.len;
+      h.msg_iov = &iovs_[n];
+      h.msg_iovlen = 1;
+      h.msg_control = cmsgs_[n].bytes;
+      h.msg_controllen = CMSG_SPACE(sizeof(int));
+      cmsghdr* c = CMSG_FIRSTHDR(&h);
+      c->cmsg_level = family_ == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
+      c->cmsg_type = family_ == AF_INET ? IP_TOS : IPV6_TCLASS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      const int tos = d.tos;
+      std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
+      ++n;
+    }
+    int rc = sendmmsg(fd, msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (rc < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS || err == EINTR) {
+        ++counters_.tx_would_block;
+        return i;
+      }
+      // The first datagram of the run failed for good: drop it, count why, go on.
+      if (err == EMSGSIZE) {
+        ++counters_.tx_drop_too_big;
+      } else {
+        ++counters_.tx_drop_error;
+      }
+      ++i;
+      continue;
+    }
+    for (int k = 0; k < rc; ++k) {
+      ++counters_.tx_packets;
+      counters_.tx_bytes += pkts[i + static_cast<size_t>(k)].data.size();
+    }
+    i += static_cast<size_t>(rc);
+  }
+  return i;
+}
+
+bool UdpPort::keep_datagram(RxDatagram& d) {
+  std::span<const uint8_t> payload(d.buf.data(), d.len);
+  if (auto pr = parse_probe(payload)) {
+    ++counters_.rx_probes;
+    return false;
+  }
+  if (!registry_) return true;
+  auto dqpn = dest_qpn_of(payload);
+  if (!dqpn) return true;  // a runt: the engine counts it
+  const uint32_t slot = slot_of_qpn(*dqpn);
+  if (slot == *slot_) return true;
+  if (slot_owned_by_other_[slot]) {
+    ++counters_.rx_drop_misdelivered;
+  } else {
+    ++counters_.rx_drop_no_owner;
+  }
+  return false;
+}
+
+size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
+  const size_t want = std::min(out.size(), kMaxBurst);
+  if (want == 0) return 0;
+  for (size_t i = 0; i < want; ++i) {
+    iovs_[i] = iovec{out[i].buf.data(), out[i].buf.size()};
+    msghdr& h = msgs_[i].msg_hdr;
+    h = msghdr{};
+    h.msg_name = &names_[i];
+    h.msg_namelen = sizeof names_[i];
+    h.msg_iov = &iovs_[i];
+    h.msg_iovlen = 1;
+    h.msg_control = cmsgs_[i].bytes;
+    h.msg_controllen = sizeof cmsgs_[i].bytes;
+    msgs_[i].msg_len = 0;
+  }
+  int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+  if (rc <= 0) {
+    if (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.rx_errors;
+    return 0;
+  }
+  size_t kept = 0;
+  bool misdelivered = false;
+  for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
+    msghdr& h = msgs_[i].msg_hdr;
+    RxDatagram& d = out[i];
+    if ((h.msg_flags & MSG_TRUNC) != 0) {
+      ++counters_.rx_drop_truncated;
+      continue;
+    }
+    d.len = msgs_[i].msg_len;
+    d.ip = wire::IpContext{};
+    d.ip.ipv6 = family_ == AF_INET6;
+    d.ip.dport = port_;
+    d.ip.dst = config_.local.bytes;
+    d.tos = 0;
+    d.ttl = 0;
+    d.ifindex = 0;
+    if (auto src = SockAddr::split(reinterpret_cast<sockaddr*>(&names_[i]))) {
+      d.ip.src = src->first.bytes;
+      d.ip.sport = src->second;
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+        d.tos = *CMSG_DATA(c);
+      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        d.ttl = static_cast<uint8_t>(v);
+      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+        in_pktinfo pi{};
+        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        d.ip.dst = IpAddr::from_in(pi.ipi_addr).bytes;  // the header's destination
+        d.ifindex = pi.ipi_ifindex;
+      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        d.tos = static_cast<uint8_t>(v);
+      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        d.ttl = static_cast<uint8_t>(v);
+      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+        in6_pktinfo pi{};
+        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        d.ip.dst = IpAddr::from_in6(pi.ipi6_addr).bytes;
+        d.ifindex = static_cast<int>(pi.ipi6_ifindex);
+      }
+    }
+    const uint64_t before = counters_.rx_drop_misdelivered + counters_.rx_drop_no_owner;
+    if (!keep_datagram(d)) {
+      if (counters_.rx_drop_misdelivered + counters_.rx_drop_no_owner != before)
+        misdelivered = true;
+      continue;
+    }
+    ++counters_.rx_packets;
+    counters_.rx_bytes += d.len;
+    if (kept != i) {
+      // Rare path (something was dropped before it): move into the earlier caller buffer.
+      RxDatagram& k = out[kept];
+      const size_t n = std::min(d.len, k.buf.size());
+      std::memcpy(k.buf.data(), d.buf.data(), n);
+      k.len = n;
+      k.ip = d.ip;
+      k.tos = d.tos;
+      k.ttl = d.ttl;
+      k.ifindex = d.ifindex;
+    }
+    ++kept;
+  }
+  if (misdelivered) {
+    // The group changed under us (a member died, joined or left): repair, but not more often
+    // than every 10 ms while a stale peer keeps sending to a dead QP.
+    const int64_t now = mono_ns();
+    if (registry_->changed_since_last_seen() || now - last_misdelivery_repair_ns_ >= 10'000'000) {
+      last_misdelivery_repair_ns_ = now;
+      reconcile(false);
+    }
+  }
+  return kept;
+}
+
+WaitResult UdpPort::wait(Nanos timeout, bool want_write) {
+  maintain();
+  WaitResult r;
+  pollfd fds[2] = {{fd_, static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0},
+                   {wake_fd_, POLLIN, 0}};
+  timespec ts{};
+  timespec* tsp = nullptr;
+  if (timeout.count() >= 0) {
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+    tsp = &ts;
+  }
+  if (ppoll(fds, 2, tsp, nullptr) <= 0) return r;
+  r.readable = (fds[0].revents & POLLIN) != 0;
+  r.writable = (fds[0].revents & POLLOUT) != 0;
+  if ((fds[1].revents & POLLIN) != 0) {
+    uint64_t v = 0;
+    while (read(wake_fd_, &v, sizeof v) < 0 && errno == EINTR) {
+    }
+    r.woken = true;
+  }
+  return r;
+}
+
+void UdpPort::wake() {
+  const uint64_t one = 1;
+  while (write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace uroce::net

@@ -1,0 +1,205 @@
+// UdpPort: the UDP 4791 socket driver of one local address.
+//
+//   auto port = UdpPort::open({.local = *IpAddr::parse("127.0.0.1")});   // NetResult
+//   port.value()->qpn_range();          // QPNs this process may hand out (EngineConfig)
+//   loop:  recv_burst(rx)  -> engine.on_packet(...)
+//          send_burst(tx)  <- engine.poll_tx(...)    (returns how many were consumed)
+//          wait(timeout)   when idle; wake() from any thread interrupts it
+//
+// The socket is non-blocking, bound to one address (AF_INET for an IPv4 GID, AF_INET6
+// otherwise) with large buffers, DF (IP_PMTUDISC_DO: an unconnected DF socket sends IP ID 0,
+// which the ICRC needs; docs/networking.md "IP ID"), and receives TOS/traffic class, TTL/hop
+// limit and the destination address of each datagram as control messages.
+//
+// Sharing (config.share, the default): several processes of one user bind the same
+// address:port with SO_REUSEPORT; a classic-BPF program steers each datagram to the socket
+// owning its destination QP's slot (reuseport_program.hpp), positions are tracked in a
+// registry file (reuseport_registry.hpp), and crashed members are repaired when anyone
+// joins, leaves, sees a misdelivered datagram, or runs maintain() (wait() does).
+//
+// UDP source ports: RoCE v2 puts per-QP entropy in the source port (0xC000-0xFFFF). A
+// datagram whose sport differs from the bound port goes out of a send-only socket bound to
+// that port (SO_REUSEADDR, receive filter that drops everything); if that port cannot be
+// bound it goes out of the main socket and tx_sport_fallback counts it. Linux rxe does not
+// look at the source port of what it receives (rxe_udp_encap_recv).
+//
+// Not thread-safe except wake(): one progress thread drives a port.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/time.hpp"
+#include "net/ip_addr.hpp"
+#include "net/result.hpp"
+#include "net/reuseport_program.hpp"
+#include "net/reuseport_registry.hpp"
+#include "wire/icrc.hpp"
+
+namespace uroce::net {
+
+inline constexpr uint16_t kRoceV2Port = 4791;
+inline constexpr int kAnySlot = -1;
+
+struct UdpPortConfig {
+  IpAddr local;                    // the address to bind: a GID's address
+  uint32_t scope_id = 0;           // ifindex, for a link-local IPv6 address
+  uint16_t port = kRoceV2Port;     // 4791; tests use other ports
+  int rcvbuf_bytes = 16 << 20;     // asked for; the kernel caps at net.core.rmem_max
+  int sndbuf_bytes = 4 << 20;      // (SO_RCVBUFFORCE is tried when that is too small)
+  bool share = true;               // SO_REUSEPORT group with QPN steering
+  int slot = kAnySlot;             // QPN slot to own when sharing
+  std::string registry_dir;        // empty: RegistryFile::default_dir()
+  bool per_qp_source_port = true;  // send-only sockets for sport != port
+  size_t max_source_port_sockets = 256;
+};
+
+struct TxDatagram {
+  std::span<const uint8_t> data;  // the UDP payload: BTH .. ICRC
+  wire::IpContext ip;             // dst, dport and sport are used (sport 0 = the bound port);
+                                  // src is the bound address whatever this says
+  uint8_t tos = 0;                // DSCP << 2 | ECN, sent as an IP_TOS / IPV6_TCLASS cmsg
+  uint32_t scope_id = 0;          // link-local IPv6 destinations
+};
+
+struct RxDatagram {
+  std::span<uint8_t> buf;  // in: caller-owned room for one datagram (>= 4096 + 64 bytes)
+  size_t len = 0;          // out: bytes received
+  wire::IpContext ip;      // out: src/dst address, sport/dport (IPv4 ID unknown on a socket)
+  uint8_t tos = 0;         // out: received TOS / traffic class (DSCP << 2 | ECN)
+  uint8_t ttl = 0;         // out: received TTL / hop limit
+  int ifindex = 0;         // out: interface it arrived on
+};
+
+struct WaitResult {
+  bool readable = false;
+  bool writable = false;
+  bool woken = false;  // wake() was called
+};
+
+struct BufferReport {
+  int rcvbuf_requested = 0;
+  int rcvbuf_effective = 0;  // what the kernel grants for data (getsockopt / 2)
+  int sndbuf_requested = 0;
+  int sndbuf_effective = 0;
+  bool rcvbuf_capped = false;  // effective < requested: net.core.rmem_max too small
+  bool sndbuf_capped = false;
+  std::string note;  // one line for the log when capped, empty otherwise
+};
+
+// Every counter of a port; names follow the rxe/mlx5 spirit where one exists.
+struct UdpPortCounters {
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_would_block = 0;     // send_burst stopped because the send buffer was full
+  uint64_t tx_drop_too_big = 0;    // EMSGSIZE: larger than the path MTU with DF set
+  uint64_t tx_drop_error = 0;      // other per-packet errors (unreachable, EPERM, ...)
+  uint64_t tx_sport_fallback = 0;  // sent from the bound port, the asked sport unavailable
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_drop_truncated = 0;     // larger than the caller's buffer
+  uint64_t rx_drop_misdelivered = 0;  // dest QPN in a slot another live member owns
+  uint64_t rx_drop_no_owner = 0;      // dest QPN in a slot nobody owns on this address
+  uint64_t rx_drop_repair = 0;        // arrived while this member probed its position
+  uint64_t rx_probes = 0;             // another member's position probes (not data)
+  uint64_t rx_errors = 0;             // recvmmsg failures other than EAGAIN
+  uint64_t reuseport_repairs = 0;     // reconcile runs that changed the group
+  uint64_t reuseport_probes = 0;      // self-position probes run
+  uint64_t reuseport_probe_failures = 0;
+};
+
+class UdpPort {
+ public:
+  static constexpr size_t kMaxBurst = 64;
+
+  [[nodiscard]] static NetResult<std::unique_ptr<UdpPort>> open(const UdpPortConfig& config);
+  UdpPort(const UdpPort&) = delete;
+  UdpPort& operator=(const UdpPort&) = delete;
+  ~UdpPort();  // leaves the group cleanly (program re-pointed before the close)
+
+  // Sends up to all of `pkts` with sendmmsg, in order. Returns how many were consumed (sent, or
+  // dropped with a counter for an error that retrying cannot fix). Fewer than pkts.size()
+  // means the socket buffer is full: wait(…, want_write) and call again with the rest.
+  size_t send_burst(std::span<const TxDatagram> pkts);
+
+  // Receives up to min(out.size(), kMaxBurst) datagrams without blocking into the callers'
+  // buffers; fills out[0..n) and returns n. Datagrams for another member's QPN slot, probes
+  // and truncated datagrams are dropped and counted, never returned.
+  size_t recv_burst(std::span<RxDatagram> out);
+
+  // Sleeps until the socket is readable (or writable if asked), wake() is called, or `timeout`
+  // passes (negative: forever). Runs maintain() first.
+  WaitResult wait(Nanos timeout, bool want_write = false);
+  // Interrupts a wait() in another thread (eventfd). Thread-safe.
+  void wake();
+
+  // Checks the shared group: re-reads the registry if someone changed it, prunes dead members
+  // (at most once a second), re-verifies this member's position after a crash. Cheap when
+  // nothing changed (one pread). No-op for an unshared port.
+  void maintain();
+
+  [[nodiscard]] QpnRange qpn_range() const { return qpn_range_; }
+  [[nodiscard]] std::optional<uint32_t> slot() const { return slot_; }
+  [[nodiscard]] std::optional<uint32_t> position() const { return position_; }
+  [[nodiscard]] const IpAddr& local() const { return config_.local; }
+  [[nodiscard]] uint16_t port() const { return port_; }
+  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] int wake_fd() const { return wake_fd_; }
+  [[nodiscard]] const BufferReport& buffers() const { return buffers_; }
+  [[nodiscard]] const UdpPortCounters& counters() const { return counters_; }
+
+ private:
+  explicit UdpPort(const UdpPortConfig& config);
+  NetResult<bool> setup();
+  NetResult<bool> create_socket();
+  NetError bind_error(int err) const;
+  void join_group_locked(RegistryState& state);
+  void reconcile(bool force_verify);
+  std::optional<uint32_t> probe_position(size_t group_size);
+  void attach_program(const RegistryState& state);
+  void remember_group(const RegistryState& state);
+  int socket_for_sport(uint16_t sport);
+  bool keep_datagram(RxDatagram& d);
+
+  UdpPortConfig config_;
+  uint16_t port_ = 0;
+  int family_ = AF_INET;
+  int fd_ = -1;
+  int wake_fd_ = -1;
+  BufferReport buffers_;
+  UdpPortCounters counters_;
+  QpnRange qpn_range_ = whole_qpn_range();
+
+  // Sharing.
+  std::optional<RegistryFile> registry_;
+  uint64_t token_ = 0;
+  std::optional<uint32_t> slot_;
+  std::optional<uint32_t> position_;
+  std::array<bool, kSlotCount> slot_owned_by_other_{};  // snapshot of the live group
+  int64_t last_prune_ns_ = 0;
+  int64_t last_misdelivery_repair_ns_ = 0;
+
+  // Source-port sockets.
+  std::unordered_map<uint16_t, int> sport_fds_;
+  std::unordered_set<uint16_t> sport_unavailable_;
+
+  // Per-burst scratch, allocated once.
+  std::array<mmsghdr, kMaxBurst> msgs_{};
+  std::array<iovec, kMaxBurst> iovs_{};
+  std::array<sockaddr_storage, kMaxBurst> names_{};
+  struct alignas(cmsghdr) CmsgBuf {
+    uint8_t bytes[128];
+  };
+  std::array<CmsgBuf, kMaxBurst> cmsgs_{};
+};
+
+}  // namespace uroce::net
