@@ -31,12 +31,16 @@ struct Bth {
   uint32_t dqpn = 0;  // 24 bits
   bool ackreq = false;
   Psn psn;
+
+  bool operator==(const Bth&) const = default;
 };
 
 struct Reth {
   uint64_t va = 0;
   uint32_t rkey = 0;
   uint32_t dma_len = 0;  // length of the whole message
+
+  bool operator==(const Reth&) const = default;
 };
 
 enum class AethType : uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };
@@ -62,6 +66,8 @@ struct Aeth {
   static constexpr uint8_t ack(uint8_t credit = kCreditInvalid) { return credit & 0x1F; }
   static constexpr uint8_t rnr_nak(uint8_t timer_code) { return 0x20 | (timer_code & 0x1F); }
   static constexpr uint8_t nak(NakCode code) { return 0x60 | static_cast<uint8_t>(code); }
+
+  bool operator==(const Aeth&) const = default;
 };
 
 struct AtomicEth {
@@ -69,19 +75,27 @@ struct AtomicEth {
   uint32_t rkey = 0;
   uint64_t swap_add = 0;
   uint64_t compare = 0;
+
+  bool operator==(const AtomicEth&) const = default;
 };
 
 struct AtomicAckEth {
   uint64_t orig = 0;
+
+  bool operator==(const AtomicAckEth&) const = default;
 };
 
 struct Deth {
   uint32_t qkey = 0;
   uint32_t src_qp = 0;  // 24 bits
+
+  bool operator==(const Deth&) const = default;
 };
 
 struct Feth {
   uint32_t bits = 0;  // FLUSH selectivity level / placement type (IBA 1.5), kept raw
+
+  bool operator==(const Feth&) const = default;
 };
 
 // Every header a RoCE packet can carry. Only those the opcode's table entry names are
@@ -96,6 +110,8 @@ struct Headers {
   AtomicAckEth atomic_ack_eth;
   uint32_t immdt = 0;  // big endian on the wire, host order here
   uint32_t ieth_rkey = 0;
+
+  bool operator==(const Headers&) const = default;
 };
 
 // Why a packet was rejected. Each value maps to a drop counter (see parse_error_name).
