@@ -1,0 +1,236 @@
+// The completer (IBA 9.7.5.2 "requester: response processing", rxe_comp.c): consumes ACK,
+// NAK, READ response and atomic ACK packets for the send queue. Decision list per packet:
+//   1. only in RTS/SQD; a PSN at or beyond the next PSN to send is unexpected (a ghost),
+//      one before the oldest unacknowledged PSN is a duplicate: both are dropped (C9-?? 9.7.5.2.1);
+//   2. every SEND/WRITE WQE that ends before the PSN is acknowledged by it (ACKs are
+//      cumulative, 9.7.5.2.2); a READ/atomic that ends before it lost its response: implied
+//      NAK, retry (9.7.5.2.5);
+//   3. READ responses must arrive in PSN order; they are placed into the WQE's local SGEs
+//      at (PSN - first PSN) x PMTU; a gap starts a retry from the first missing one;
+//   4. an atomic ACK writes the original value into the WQE's SGE;
+//   5. ACK: progress; RNR NAK: wait the RNR timer then go back (9.7.5.2.8, rnr_retry, 7 =
+//      forever); PSN sequence NAK: go back to the NAK's PSN (9.7.5.2.4, retry_cnt, 7 =
+//      forever like rxe; no second NAK-started retry before progress); other NAKs complete the
+//      WQE with REM_INV_REQ_ERR / REM_ACCESS_ERR / REM_OP_ERR and move the QP to ERR.
+// Retry counters return to their configured values on every positive response (rxe).
+#include <cstring>
+
+#include "transport/engine_impl.hpp"
+#include "transport/wr_kind.hpp"
+
+namespace uroce::transport {
+
+using wire::Op;
+
+void Completer::reset(Psn psn, uint8_t retry_cnt, uint8_t rnr_retry) {
+  psn_ = psn;
+  reset_retry_counters(retry_cnt, rnr_retry);
+  nak_retry_running_ = false;
+}
+
+void Completer::reset_retry_counters(uint8_t retry_cnt, uint8_t rnr_retry) {
+  retry_left_ = retry_cnt;
+  rnr_retry_left_ = rnr_retry;
+}
+
+void Completer::advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn) {
+  if (!psn.after(psn_)) return;
+  const auto acked = static_cast<uint64_t>(Psn::distance(psn, psn_));
+  psn_ = psn;
+  nak_retry_running_ = false;
+  if (qp.cc != nullptr) qp.cc->on_ack(now, acked * qp.mtu);
+  // rxe: the completer pushes the retransmit timer out while PSNs remain unacknowledged.
+  if (psn_ == qp.req.psn() || qp.attr.timeout == 0) {
+    e.disarm_timer(qp, TimerKind::kRetransmit);
+  } else {
+    e.arm_timer(qp, TimerKind::kRetransmit, now + ack_timeout(qp.attr.timeout));
+  }
+  e.schedule_tx(qp);
+}
+
+void Completer::complete_head(EngineImpl& e, Qp& qp, WcStatus status) {
+  if (is_rd_atomic_op(qp.sq.at(qp.sq.head()).opcode)) qp.req.rd_atomic_done();
+  e.complete_send_head(qp, status);
+  e.check_drained(qp);
+}
+
+void Completer::fail_head(EngineImpl& e, Qp& qp, WcStatus status) {
+  qp.sq.at(qp.sq.head()).error = status;
+  e.enter_error(qp);
+}
+
+void Completer::start_retry(EngineImpl& e, Qp& qp, TimePoint /*now*/, bool from_nak) {
+  if (retry_left_ == 0) {
+    e.count(qp, Counter::kRetryExceededErr);
+    fail_head(e, qp, WcStatus::kRetryExcErr);
+    return;
+  }
+  if (retry_left_ != 7) --retry_left_;  // rxe: 7 means retry forever
+  e.count(qp, Counter::kCompleterRetryErr);
+  nak_retry_running_ = from_nak;
+  e.disarm_timer(qp, TimerKind::kRetransmit);
+  qp.req.rewind(qp, psn_);
+  e.schedule_tx(qp);
+}
+
+void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  if (qp.req.rnr_wait() || psn_ == qp.req.psn()) return;
+  e.count(qp, Counter::kLocalAckTimeoutErr);
+  start_retry(e, qp, now, false);
+}
+
+void Completer::on_rnr_timer(EngineImpl& e, Qp& qp, TimePoint /*now*/) {
+  if (!qp.req.rnr_wait()) return;
+  qp.req.set_rnr_wait(false);
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  qp.req.rewind(qp, psn_);
+  e.schedule_tx(qp);
+}
+
+void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::ParsedPacket& pkt) {
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) {
+    e.count(qp, Counter::kDropBadQpState);
+    return;
+  }
+  const Psn psn = pkt.hdr.bth.psn;
+  if (!psn.before(qp.req.psn())) {
+    e.count(qp, Counter::kDropUnexpectedResponse);
+    return;
+  }
+  if (psn.before(psn_)) {
+    e.count(qp, Counter::kDropDuplicateResponse);
+    return;
+  }
+  const uint16_t flags = pkt.info->flags;
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
+
+  // Step 2: cumulative acknowledgement of whole WQEs that end before `psn`.
+  for (;;) {
+    if (qp.sq.empty() || qp.sq.at(qp.sq.head()).state != WqeState::kStarted) {
+      e.count(qp, Counter::kDropUnexpectedResponse);
+      return;
+    }
+    const SendWqe& w = qp.sq.at(qp.sq.head());
+    if (!psn.after(w.last_psn)) break;
+    if (is_rd_atomic_op(w.opcode)) {
+      e.count(qp, Counter::kImpliedNakSeqErr);
+      if (!nak_retry_running_) start_retry(e, qp, now, true);
+      return;
+    }
+    qp.comp.reset_retry_counters(qp.attr.retry_cnt, qp.attr.rnr_retry);
+    advance(e, qp, now, w.last_psn + 1);
+    complete_head(e, qp, WcStatus::kSuccess);
+  }
+  SendWqe& w = qp.sq.at(qp.sq.head());
+  const uint64_t head = qp.sq.head();
+
+  if ((flags & wire::kIsReadResponse) != 0) {
+    if (w.opcode != WrOpcode::kRdmaRead) {
+      e.count(qp, Counter::kDropBadResponse);
+      return;
+    }
+    if (psn != psn_) {
+      // A READ response is missing: ask again from the first missing one.
+      e.count(qp, Counter::kImpliedNakSeqErr);
+      if (!nak_retry_running_) start_retry(e, qp, now, true);
+      return;
+    }
+    const auto k = static_cast<uint32_t>(Psn::distance(psn, w.first_psn));
+    const uint64_t offset = uint64_t{k} * qp.mtu;
+    const uint64_t expected = std::min<uint64_t>(qp.mtu, w.length - offset);
+    const bool final = k + 1 == w.npkts;
+    const bool op_ok = final ? (op == Op::kReadResponseLast || op == Op::kReadResponseOnly)
+                             : (op == Op::kReadResponseFirst || op == Op::kReadResponseMiddle);
+    const bool aeth_ok =
+        (pkt.info->headers & wire::kHasAeth) == 0 || pkt.hdr.aeth.type() == wire::AethType::kAck;
+    if (!op_ok || !aeth_ok || pkt.payload.size() != expected) {
+      e.count(qp, Counter::kDropBadResponse);
+      return;
+    }
+    if (e.memory().scatter(qp.pd, qp.sq.sges(head), offset, pkt.payload) != AccessError::kOk) {
+      fail_head(e, qp, WcStatus::kLocProtErr);
+      return;
+    }
+    reset_retry_counters(qp.attr.retry_cnt, qp.attr.rnr_retry);
+    advance(e, qp, now, psn + 1);
+    if (final) complete_head(e, qp, WcStatus::kSuccess);
+    return;
+  }
+
+  if (op == Op::kAtomicAcknowledge) {
+    if (!is_atomic_op(w.opcode) || psn != w.first_psn ||
+        pkt.hdr.aeth.type() != wire::AethType::kAck) {
+      e.count(qp, Counter::kDropBadResponse);
+      return;
+    }
+    // The original remote value lands in the local buffer in host order (ibv_post_send(3)).
+    uint8_t orig[8];
+    std::memcpy(orig, &pkt.hdr.atomic_ack_eth.orig, sizeof(orig));
+    if (e.memory().scatter(qp.pd, qp.sq.sges(head), 0, orig) != AccessError::kOk) {
+      fail_head(e, qp, WcStatus::kLocProtErr);
+      return;
+    }
+    reset_retry_counters(qp.attr.retry_cnt, qp.attr.rnr_retry);
+    advance(e, qp, now, psn + 1);
+    complete_head(e, qp, WcStatus::kSuccess);
+    return;
+  }
+
+  // Acknowledge: ACK or NAK by the AETH syndrome (IBA 9.7.5.2, Table 44).
+  switch (pkt.hdr.aeth.type()) {
+    case wire::AethType::kAck:
+      if (is_rd_atomic_op(w.opcode)) {
+        e.count(qp, Counter::kDropBadResponse);
+        return;
+      }
+      reset_retry_counters(qp.attr.retry_cnt, qp.attr.rnr_retry);
+      advance(e, qp, now, psn + 1);
+      if (psn == w.last_psn) complete_head(e, qp, WcStatus::kSuccess);
+      return;
+    case wire::AethType::kRnrNak:
+      e.count(qp, Counter::kRcvdRnrErr);
+      advance(e, qp, now, psn);
+      if (rnr_retry_left_ == 0) {
+        e.count(qp, Counter::kRetryRnrExceededErr);
+        fail_head(e, qp, WcStatus::kRnrRetryExcErr);
+        return;
+      }
+      if (rnr_retry_left_ != 7) --rnr_retry_left_;
+      qp.req.set_rnr_wait(true);
+      e.disarm_timer(qp, TimerKind::kRetransmit);
+      e.arm_timer(qp, TimerKind::kRnr, now + rnr_timeout(pkt.hdr.aeth.value()));
+      return;
+    case wire::AethType::kNak:
+      break;
+    case wire::AethType::kReserved:
+      e.count(qp, Counter::kDropBadResponse);
+      return;
+  }
+  switch (static_cast<wire::NakCode>(pkt.hdr.aeth.value())) {
+    case wire::NakCode::kPsnSequenceError:
+      e.count(qp, Counter::kRcvdSeqErr);
+      e.count(qp, Counter::kPacketSeqErr);
+      advance(e, qp, now, psn);
+      // rxe: while a NAK-started retry runs (or an RNR wait), a further NAK starts nothing.
+      if (qp.req.rnr_wait() || nak_retry_running_) return;
+      start_retry(e, qp, now, true);
+      return;
+    case wire::NakCode::kInvalidRequest:
+      e.count(qp, Counter::kReqRemoteInvalidRequest);
+      fail_head(e, qp, WcStatus::kRemInvReqErr);
+      return;
+    case wire::NakCode::kRemoteAccessError:
+      e.count(qp, Counter::kReqRemoteAccessErrors);
+      fail_head(e, qp, WcStatus::kRemAccessErr);
+      return;
+    case wire::NakCode::kRemoteOperationalError:
+    case wire::NakCode::kInvalidRdRequest:
+    default:
+      e.count(qp, Counter::kReqRemoteOperationalError);
+      fail_head(e, qp, WcStatus::kRemOpErr);
+      return;
+  }
+}
+
+}  // namespace uroce::transport

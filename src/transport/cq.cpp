@@ -1,0 +1,28 @@
+// Completion queue ring and notification arming (see cq.hpp).
+#include "transport/cq.hpp"
+
+namespace uroce::transport {
+
+Cq::PushResult Cq::push(const Wc& wc, bool solicited) {
+  // Like rxe (rxe_cq_post): a full CQ loses the completion and raises IBV_EVENT_CQ_ERR.
+  if (count_ == ring_.size()) return PushResult::kOverflow;
+  ring_[(head_ + count_) % ring_.size()] = wc;
+  ++count_;
+  if (notify_ == Notify::kNext || (notify_ == Notify::kSolicited && solicited)) {
+    notify_ = Notify::kNone;
+    return PushResult::kStoredNotify;
+  }
+  return PushResult::kStored;
+}
+
+int Cq::poll(std::span<Wc> out) {
+  int n = 0;
+  while (count_ > 0 && static_cast<size_t>(n) < out.size()) {
+    out[n++] = ring_[head_];
+    head_ = (head_ + 1) % static_cast<uint32_t>(ring_.size());
+    --count_;
+  }
+  return n;
+}
+
+}  // namespace uroce::transport

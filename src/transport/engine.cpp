@@ -1,0 +1,296 @@
+// Engine: the public facade (forwarding to EngineImpl) and the helpers the protocol
+// machines share: completions, the error state, the TX ready list, events.
+#include "transport/engine.hpp"
+
+#include <algorithm>
+
+#include "transport/engine_impl.hpp"
+#include "transport/wr_kind.hpp"
+
+namespace uroce::transport {
+
+// ---------------------------------------------------------------------------------------
+// EngineImpl: construction and shared helpers.
+
+namespace {
+
+EngineConfig normalized(EngineConfig c) {
+  if (c.qpn_count == 0) c.qpn_count = c.limits.max_qp;
+  return c;
+}
+
+}  // namespace
+
+EngineImpl::EngineImpl(const EngineConfig& config)
+    : config_(normalized(config)), memory_(config_.limits, config_.seed) {
+  qps_.resize(size_t{config_.qpn_count} + 1);  // the last slot is QP1 (GSI)
+  timers_.reserve((config_.qpn_count + 1) * kTimerCount);
+  tx_ring_.assign(size_t{config_.qpn_count} + 1, 0);
+  events_.assign(1024, AsyncEvent{});
+  scratch_wqe_.sges.assign(std::max({config_.limits.max_sge, config_.limits.max_srq_sge, 1u}),
+                           Sge{});
+}
+
+Srq* EngineImpl::srq(SrqId id) {
+  const auto i = static_cast<uint32_t>(id);
+  return i < srqs_.size() ? srqs_[i].get() : nullptr;
+}
+
+Cq* EngineImpl::cq(CqId id) {
+  const auto i = static_cast<uint32_t>(id);
+  return i < cqs_.size() ? cqs_[i].get() : nullptr;
+}
+
+Qp* EngineImpl::qp_by_qpn(uint32_t qpn) {
+  return const_cast<Qp*>(static_cast<const EngineImpl*>(this)->qp_by_qpn(qpn));
+}
+
+const Qp* EngineImpl::qp_by_qpn(uint32_t qpn) const {
+  if (qpn == 1) return qps_[config_.qpn_count].get();
+  if (qpn < config_.qpn_base || qpn - config_.qpn_base >= config_.qpn_count) return nullptr;
+  return qps_[qpn - config_.qpn_base].get();
+}
+
+const Counters* EngineImpl::qp_counters(uint32_t qpn) const {
+  const Qp* qp = qp_by_qpn(qpn);
+  return qp == nullptr ? nullptr : &qp->counters;
+}
+
+Status EngineImpl::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
+  Qp* qp = qp_by_qpn(qpn);
+  if (qp == nullptr) return Status(EINVAL, "set_congestion_control: no such QP");
+  qp->cc = cc;
+  return Status::ok();
+}
+
+void EngineImpl::push_event(EventType type, uint32_t element) {
+  if (ev_count_ == events_.size()) {
+    count(Counter::kEventOverflow);
+    return;
+  }
+  events_[(ev_head_ + ev_count_) % events_.size()] = AsyncEvent{type, element};
+  ++ev_count_;
+}
+
+size_t EngineImpl::poll_events(std::span<AsyncEvent> out) {
+  size_t n = 0;
+  while (n < out.size() && ev_count_ > 0) {
+    out[n++] = events_[ev_head_];
+    ev_head_ = (ev_head_ + 1) % static_cast<uint32_t>(events_.size());
+    --ev_count_;
+  }
+  return n;
+}
+
+void EngineImpl::complete_send_head(Qp& qp, WcStatus status) {
+  const SendWqe& w = qp.sq.at(qp.sq.head());
+  if (status == WcStatus::kSuccess && is_send_op(w.opcode)) count(qp, Counter::kRdmaSends);
+  if (status == WcStatus::kWrFlushErr) {
+    count(qp, Counter::kReqCqeFlushError);
+  } else if (status != WcStatus::kSuccess) {
+    count(qp, Counter::kReqCqeError);
+  }
+  // IBA 10.7.2.1: unsignaled WQEs complete silently, but never an unsuccessful one.
+  if (status != WcStatus::kSuccess || w.signaled) {
+    Wc wc;
+    wc.wr_id = w.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode_of(w.opcode);
+    wc.byte_len = w.length;
+    wc.qp_num = qp.qpn;
+    Cq* c = cq(qp.send_cq);
+    switch (c->push(wc, false)) {
+      case Cq::PushResult::kStored:
+        break;
+      case Cq::PushResult::kStoredNotify:
+        push_event(EventType::kCqCompletion, static_cast<uint32_t>(qp.send_cq));
+        break;
+      case Cq::PushResult::kOverflow:
+        count(qp, Counter::kCqOverflow);
+        push_event(EventType::kCqErr, static_cast<uint32_t>(qp.send_cq));
+        break;
+    }
+  }
+  qp.sq.pop();
+}
+
+void EngineImpl::complete_recv(Qp& qp, const Wc& wc, bool solicited) {
+  if (wc.status == WcStatus::kWrFlushErr) {
+    count(qp, Counter::kRespCqeFlushError);
+  } else if (wc.status != WcStatus::kSuccess) {
+    count(qp, Counter::kRespCqeError);
+  }
+  Cq* c = cq(qp.recv_cq);
+  switch (c->push(wc, solicited)) {
+    case Cq::PushResult::kStored:
+      break;
+    case Cq::PushResult::kStoredNotify:
+      push_event(EventType::kCqCompletion, static_cast<uint32_t>(qp.recv_cq));
+      break;
+    case Cq::PushResult::kOverflow:
+      count(qp, Counter::kCqOverflow);
+      push_event(EventType::kCqErr, static_cast<uint32_t>(qp.recv_cq));
+      break;
+  }
+}
+
+bool EngineImpl::take_recv_wqe(Qp& qp, RecvWqe& out) {
+  if (!qp.srq) return qp.rq.pop(out);
+  Srq* s = srq(*qp.srq);
+  if (!s->queue.pop(out)) return false;
+  // IBA 10.2.9.4 / ibv_modify_srq(3): the limit event fires once when the number of WQEs
+  // drops below the armed limit; the SRQ is then disarmed.
+  if (s->limit != 0 && s->queue.size() < s->limit) {
+    s->limit = 0;
+    push_event(EventType::kSrqLimitReached, static_cast<uint32_t>(*qp.srq));
+  }
+  return true;
+}
+
+void EngineImpl::enter_error(Qp& qp) {
+  if (qp.state == QpState::kErr) return;
+  qp.state = QpState::kErr;
+  qp.sq_draining = false;
+  disarm_timer(qp, TimerKind::kRetransmit);
+  disarm_timer(qp, TimerKind::kRnr);
+  // Outstanding send WQEs complete in order: a WQE that failed carries its own status, the
+  // rest are flushed (IBA 10.3.1, C10-?? "Error state").
+  while (!qp.sq.empty()) {
+    const SendWqe& w = qp.sq.at(qp.sq.head());
+    complete_send_head(qp, w.error != WcStatus::kSuccess ? w.error : WcStatus::kWrFlushErr);
+  }
+  qp.req.reset(qp.req.psn(), qp.sq.head());
+  qp.resp.abort_wqe(*this, qp, WcStatus::kWrFlushErr);
+  // Receive WQEs of the QP's own queue are flushed; an SRQ keeps its WQEs for other QPs.
+  for (uint32_t i = 0; i < qp.rq.size(); ++i) {
+    Wc wc;
+    wc.wr_id = qp.rq.wr_id_at(i);
+    wc.status = WcStatus::kWrFlushErr;
+    wc.opcode = WcOpcode::kRecv;
+    wc.qp_num = qp.qpn;
+    complete_recv(qp, wc, false);
+  }
+  qp.rq.clear();
+  if (qp.srq) push_event(EventType::kQpLastWqeReached, qp.qpn);
+  schedule_tx(qp);  // a NAK queued before the error still goes out
+}
+
+void EngineImpl::check_drained(Qp& qp) {
+  if (qp.state != QpState::kSqd || !qp.sq_draining) return;
+  if (!qp.sq.empty() && qp.sq.at(qp.sq.head()).state == WqeState::kStarted) return;
+  qp.sq_draining = false;
+  if (qp.attr.en_sqd_async_notify != 0) push_event(EventType::kSqDrained, qp.qpn);
+}
+
+void EngineImpl::tx_list_push(Qp& qp) {
+  qp.in_tx_list = true;
+  tx_ring_[(tx_head_ + tx_count_) % tx_ring_.size()] = qp.index;
+  ++tx_count_;
+}
+
+void EngineImpl::schedule_tx(Qp& qp) {
+  if (qp.in_tx_list) return;
+  if (qp.resp.has_output() || qp.req.ready(qp)) tx_list_push(qp);
+}
+
+// ---------------------------------------------------------------------------------------
+// Engine: forwarding.
+
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<EngineImpl>(config)) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+const EngineConfig& Engine::config() const {
+  return impl_->config();
+}
+Result<PdId> Engine::alloc_pd() {
+  return impl_->memory().alloc_pd();
+}
+Status Engine::dealloc_pd(PdId pd) {
+  return impl_->memory().dealloc_pd(pd);
+}
+Result<MrInfo> Engine::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
+  return impl_->memory().reg_mr(pd, addr, length, access);
+}
+Status Engine::dereg_mr(uint32_t lkey) {
+  return impl_->memory().dereg_mr(lkey);
+}
+Result<CqId> Engine::create_cq(uint32_t cqe) {
+  return impl_->create_cq(cqe);
+}
+uint32_t Engine::cq_capacity(CqId cq) const {
+  const Cq* c = const_cast<EngineImpl&>(*impl_).cq(cq);
+  return c == nullptr ? 0 : c->capacity();
+}
+Status Engine::destroy_cq(CqId cq) {
+  return impl_->destroy_cq(cq);
+}
+Result<SrqId> Engine::create_srq(PdId pd, const SrqInitAttr& attr) {
+  return impl_->create_srq(pd, attr);
+}
+Status Engine::modify_srq(SrqId srq, const SrqAttr& attr, uint32_t mask) {
+  return impl_->modify_srq(srq, attr, mask);
+}
+Status Engine::query_srq(SrqId srq, SrqAttr& attr) const {
+  return impl_->query_srq(srq, attr);
+}
+Status Engine::destroy_srq(SrqId srq) {
+  return impl_->destroy_srq(srq);
+}
+Result<QpInfo> Engine::create_qp(PdId pd, const QpInitAttr& attr) {
+  return impl_->create_qp(pd, attr);
+}
+Status Engine::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask) {
+  return impl_->modify_qp(qpn, attr, mask);
+}
+Status Engine::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const {
+  return impl_->query_qp(qpn, attr, init);
+}
+Status Engine::destroy_qp(uint32_t qpn) {
+  return impl_->destroy_qp(qpn);
+}
+Status Engine::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
+  return impl_->post_send(now, qpn, wr);
+}
+Status Engine::post_recv(uint32_t qpn, const RecvWr& wr) {
+  return impl_->post_recv(qpn, wr);
+}
+Status Engine::post_srq_recv(SrqId srq, const RecvWr& wr) {
+  return impl_->post_srq_recv(srq, wr);
+}
+int Engine::poll_cq(CqId cq, std::span<Wc> out) {
+  return impl_->poll_cq(cq, out);
+}
+Status Engine::req_notify_cq(CqId cq, bool solicited_only) {
+  return impl_->req_notify_cq(cq, solicited_only);
+}
+void Engine::on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce) {
+  impl_->on_packet(now, meta, roce);
+}
+void Engine::on_timer(TimePoint now) {
+  impl_->on_timer(now);
+}
+TimePoint Engine::next_deadline() const {
+  return impl_->next_deadline();
+}
+size_t Engine::poll_tx(TimePoint now, std::span<TxSlot> slots) {
+  return impl_->poll_tx(now, slots);
+}
+bool Engine::has_tx() const {
+  return impl_->has_tx();
+}
+size_t Engine::poll_events(std::span<AsyncEvent> out) {
+  return impl_->poll_events(out);
+}
+const Counters& Engine::counters() const {
+  return impl_->counters();
+}
+const Counters* Engine::qp_counters(uint32_t qpn) const {
+  return impl_->qp_counters(qpn);
+}
+Status Engine::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
+  return impl_->set_congestion_control(qpn, cc);
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,287 @@
+// Engine data path: posting work requests, receiving packets (parse, ICRC, keys, dispatch
+// by destination QPN to responder / completer / UD receive), firing timers and filling TX
+// slots round-robin over the QPs that have something to send.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transport/engine_impl.hpp"
+#include "transport/ud.hpp"
+#include "transport/wr_kind.hpp"
+#include "wire/icrc.hpp"
+
+namespace uroce::transport {
+namespace {
+
+constexpr uint64_t kMaxMessage = 1ull << 31;  // IBA: 2^31 bytes
+
+bool opcode_allowed(QpType type, WrOpcode op) {
+  switch (type) {
+    case QpType::kRc:
+      return is_send_op(op) || is_write_op(op) || is_rd_atomic_op(op);
+    case QpType::kUc:
+      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || is_write_op(op);
+    case QpType::kUd:
+    case QpType::kGsi:
+      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
+  }
+  return false;
+}
+
+Counter drop_counter(wire::ParseError e) {
+  switch (e) {
+    case wire::ParseError::kTruncated:
+      return Counter::kDropTruncated;
+    case wire::ParseError::kUnknownOpcode:
+      return Counter::kDropUnknownOpcode;
+    case wire::ParseError::kOpcodeNotForTransport:
+      return Counter::kDropOpcodeNotForTransport;
+    case wire::ParseError::kBadTver:
+      return Counter::kDropBadTver;
+    case wire::ParseError::kBadPadCnt:
+      return Counter::kDropBadPadcnt;
+    case wire::ParseError::kLengthMismatch:
+      return Counter::kDropLengthMismatch;
+    case wire::ParseError::kBadIcrc:
+    case wire::ParseError::kOk:
+      break;
+  }
+  return Counter::kIcrcErrors;
+}
+
+bool transport_matches(QpType type, wire::Transport t) {
+  switch (type) {
+    case QpType::kRc:
+      return t == wire::Transport::kRc;
+    case QpType::kUc:
+      return t == wire::Transport::kUc;
+    case QpType::kUd:
+    case QpType::kGsi:
+      return t == wire::Transport::kUd;
+  }
+  return false;
+}
+
+bool all_zero(const std::array<uint8_t, 16>& a) {
+  return std::all_of(a.begin(), a.end(), [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace
+
+Status EngineImpl::post_send(TimePoint /*now*/, uint32_t qpn, const SendWr& wr) {
+  Qp* qp = qp_by_qpn(qpn);
+  if (qp == nullptr) return Status(EINVAL, "post_send: no such QP");
+  if (qp->state == QpState::kReset || qp->state == QpState::kInit || qp->state == QpState::kRtr) {
+    return Status(EINVAL, "post_send: QP is not in RTS (or SQD/SQE/ERR)");
+  }
+  if (!opcode_allowed(qp->type, wr.opcode)) {
+    return Status(EINVAL, "post_send: opcode not supported on this QP type");
+  }
+  if (wr.sg_list.size() > qp->cap.max_send_sge)
+    return Status(EINVAL, "post_send: more SGEs than max_send_sge");
+  uint64_t length = 0;
+  for (const Sge& s : wr.sg_list) length += s.length;
+  const bool is_inline = (wr.send_flags & kSendInline) != 0;
+  if (is_inline) {
+    if (is_rd_atomic_op(wr.opcode))
+      return Status(EINVAL, "post_send: READ and atomics cannot be inline");
+    if (length > qp->cap.max_inline_data)
+      return Status(EINVAL, "post_send: inline data above max_inline_data");
+  }
+  if (length > kMaxMessage) return Status(EINVAL, "post_send: message longer than 2^31 bytes");
+  if (qp->sq.full()) return Status(ENOMEM, "post_send: send queue full");
+
+  const uint64_t seq = qp->sq.push();
+  SendWqe& w = qp->sq.at(seq);
+  w = SendWqe{};
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.signaled = qp->sq_sig_all || (wr.send_flags & kSendSignaled) != 0;
+  w.is_inline = is_inline;
+  w.length = static_cast<uint32_t>(length);
+  w.imm_data = wr.imm_data;
+  w.invalidate_rkey = wr.invalidate_rkey;
+  if (is_atomic_op(wr.opcode)) {
+    w.remote_addr = wr.atomic.remote_addr;
+    w.rkey = wr.atomic.rkey;
+    w.compare_add = wr.atomic.compare_add;
+    w.swap = wr.atomic.swap;
+  } else {
+    w.remote_addr = wr.rdma.remote_addr;
+    w.rkey = wr.rdma.rkey;
+  }
+  if (qp->is_ud()) {
+    w.ah = wr.ud.ah;
+    w.remote_qpn = wr.ud.remote_qpn & Psn::kMask;
+    w.remote_qkey = wr.ud.remote_qkey;
+  }
+  if (is_inline) {
+    // ibv_post_send(3): inline data is copied now; the buffers may be reused at once.
+    std::span<uint8_t> dst = qp->sq.inline_storage(seq);
+    size_t off = 0;
+    for (const Sge& s : wr.sg_list) {
+      if (s.length != 0)
+        std::memcpy(dst.data() + off, reinterpret_cast<const void*>(s.addr), s.length);
+      off += s.length;
+    }
+  } else {
+    std::span<Sge> dst = qp->sq.sge_storage(seq);
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), dst.begin());
+    w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  }
+  if (qp->state == QpState::kErr) {
+    // IBA 10.3.1: WRs posted in the error state complete with a flush error.
+    complete_send_head(*qp, WcStatus::kWrFlushErr);
+    return Status::ok();
+  }
+  schedule_tx(*qp);
+  return Status::ok();
+}
+
+Status EngineImpl::post_recv(uint32_t qpn, const RecvWr& wr) {
+  Qp* qp = qp_by_qpn(qpn);
+  if (qp == nullptr) return Status(EINVAL, "post_recv: no such QP");
+  if (qp->srq) return Status(EINVAL, "post_recv: the QP uses an SRQ; post to the SRQ");
+  if (qp->state == QpState::kReset)
+    return Status(EINVAL, "post_recv: QP is in RESET (rxe refuses too)");
+  const Status st = qp->rq.push(wr);
+  if (!st.is_ok()) return st;
+  if (qp->state == QpState::kErr) {
+    qp->rq.clear();
+    Wc wc;
+    wc.wr_id = wr.wr_id;
+    wc.status = WcStatus::kWrFlushErr;
+    wc.opcode = WcOpcode::kRecv;
+    wc.qp_num = qp->qpn;
+    complete_recv(*qp, wc, false);
+  }
+  return Status::ok();
+}
+
+void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce) {
+  wire::ParsedPacket pkt;
+  const wire::ParseError pe = wire::parse_packet(roce, pkt);
+  if (pe != wire::ParseError::kOk) {
+    count(drop_counter(pe));
+    return;
+  }
+  // IBA A17.3.3: the ICRC first; a corrupted packet tells us nothing else.
+  if (meta.ip_id_known) {
+    if (wire::icrc_of(meta.ip, roce.first(roce.size() - wire::kIcrcLen)) != pkt.icrc) {
+      count(Counter::kIcrcErrors);
+      return;
+    }
+  } else {
+    const wire::IcrcResult r = wire::verify_icrc_udp(meta.ip, roce);
+    if (r == wire::IcrcResult::kBad) {
+      count(Counter::kIcrcErrors);
+      return;
+    }
+    if (r == wire::IcrcResult::kOkModuloIpv4Id) count(Counter::kIcrcOkModuloIpId);
+  }
+  count(Counter::kRcvdPkts);
+  count(Counter::kBytesRcvd, roce.size());
+  if ((meta.tos & 3) == 3) count(Counter::kNpEcnMarkedRocePackets);
+
+  const wire::Bth& bth = pkt.hdr.bth;
+  Qp* qp = qp_by_qpn(bth.dqpn);
+  if (bth.opcode == wire::kCnpOpcode) {
+    // RoCE v2 A17.9.3: a CNP names the QP whose traffic congested the path.
+    count(Counter::kRpCnpHandled);
+    if (qp != nullptr) {
+      qp->counters.add(Counter::kRpCnpHandled);
+      if (qp->cc != nullptr) qp->cc->on_cnp(now);
+    }
+    return;
+  }
+  // rxe check_keys: P_Key 0xFFFF (the membership bit aside) is the only partition.
+  if ((bth.pkey & 0x7FFF) != 0x7FFF) {
+    count(Counter::kDropBadPkey);
+    return;
+  }
+  if (qp == nullptr) {
+    count(Counter::kDropBadQpn);
+    return;
+  }
+  if (!transport_matches(qp->type, wire::transport_of(bth.opcode))) {
+    count(*qp, Counter::kDropBadQpType);
+    return;
+  }
+  // The responder runs from RTR on, the completer in RTS/SQD; RESET, INIT and ERR drop.
+  if (qp->state == QpState::kReset || qp->state == QpState::kInit || qp->state == QpState::kErr) {
+    count(*qp, Counter::kDropBadQpState);
+    return;
+  }
+  if (!qp->is_ud()) {
+    // rxe check_addr: RC/UC packets must come from the peer of the address vector.
+    const AhAttr& av = qp->attr.ah_attr;
+    if (meta.ip.src != av.dgid || (!all_zero(meta.ip.dst) && meta.ip.dst != av.sgid)) {
+      count(*qp, Counter::kDropBadAddress);
+      return;
+    }
+  }
+  qp->counters.add(Counter::kRcvdPkts);
+  qp->counters.add(Counter::kBytesRcvd, roce.size());
+  rx_meta = &meta;
+  rx_len = roce.size();
+  dispatch(now, *qp, pkt);
+  rx_meta = nullptr;
+  schedule_tx(*qp);
+}
+
+void EngineImpl::dispatch(TimePoint now, Qp& qp, const wire::ParsedPacket& pkt) {
+  if (qp.is_ud()) {
+    ud_receive(*this, qp, pkt);
+  } else if ((pkt.info->flags & wire::kIsResponse) != 0) {
+    if (qp.is_rc()) qp.comp.on_response(*this, qp, now, pkt);
+  } else {
+    qp.resp.on_request(*this, qp, pkt);
+  }
+}
+
+void EngineImpl::on_timer(TimePoint now) {
+  while (!timers_.empty() && timers_.top_deadline() <= now) {
+    const uint32_t slot = timers_.top_slot();
+    timers_.clear(slot);
+    Qp* qp = qps_[slot / kTimerCount].get();
+    if (qp == nullptr) continue;
+    if (slot % kTimerCount == static_cast<uint32_t>(TimerKind::kRetransmit)) {
+      qp->comp.on_retransmit_timeout(*this, *qp, now);
+    } else {
+      qp->comp.on_rnr_timer(*this, *qp, now);
+    }
+    schedule_tx(*qp);
+  }
+}
+
+FillResult EngineImpl::fill_one(TimePoint now, Qp& qp, TxSlot& slot) {
+  // Responses first: they unblock the peer's requester.
+  if (qp.resp.has_output()) {
+    const FillResult r = qp.resp.fill(*this, qp, slot);
+    if (r != FillResult::kNothing) return r;
+  }
+  return qp.req.fill(*this, qp, now, slot);
+}
+
+size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
+  size_t n = 0;
+  while (n < slots.size() && tx_count_ > 0) {
+    const uint32_t idx = tx_ring_[tx_head_];
+    tx_head_ = (tx_head_ + 1) % static_cast<uint32_t>(tx_ring_.size());
+    --tx_count_;
+    Qp* qp = qps_[idx].get();
+    if (qp == nullptr) continue;
+    qp->in_tx_list = false;
+    const FillResult r = fill_one(now, *qp, slots[n]);
+    if (r == FillResult::kNoRoom) {
+      tx_list_push(*qp);
+      break;
+    }
+    if (r == FillResult::kProduced) ++n;
+    schedule_tx(*qp);  // round robin: one packet per turn
+  }
+  return n;
+}
+
+}  // namespace uroce::transport

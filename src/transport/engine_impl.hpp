@@ -1,0 +1,122 @@
+// The engine's internals: resource tables, the TX ready list, timers, events and counters,
+// plus the helpers the requester, completer and responder call (completions, entering the
+// error state, arming timers). Private to src/transport; users include engine.hpp.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "transport/cq.hpp"
+#include "transport/engine.hpp"
+#include "transport/memory.hpp"
+#include "transport/qp.hpp"
+#include "transport/recv_queue.hpp"
+#include "transport/timer_heap.hpp"
+
+namespace uroce::transport {
+
+class EngineImpl {
+ public:
+  explicit EngineImpl(const EngineConfig& config);
+
+  // ---- helpers for the protocol machines
+  void count(Qp& qp, Counter c, uint64_t n = 1) {
+    counters_.add(c, n);
+    qp.counters.add(c, n);
+  }
+  void count(Counter c, uint64_t n = 1) { counters_.add(c, n); }
+
+  // Completes the send WQE at the head of qp's send queue with `status` and pops it.
+  void complete_send_head(Qp& qp, WcStatus status);
+  // Pushes a receive completion to qp's receive CQ.
+  void complete_recv(Qp& qp, const Wc& wc, bool solicited);
+  // Moves the QP to ERR and flushes every outstanding WR (IBA 10.3.1: "Error" state).
+  void enter_error(Qp& qp);
+  // Takes a receive WQE from the QP's RQ or SRQ into `out`; false when none. Raises the
+  // SRQ limit event when an armed SRQ drops below its limit.
+  bool take_recv_wqe(Qp& qp, RecvWqe& out);
+  // Scratch receive WQE for paths that complete at once (UD receive).
+  RecvWqe& ud_wqe(Qp& /*qp*/) { return scratch_wqe_; }
+
+  void arm_timer(Qp& qp, TimerKind t, TimePoint deadline) {
+    timers_.set(qp.index * kTimerCount + static_cast<uint32_t>(t), deadline);
+  }
+  void disarm_timer(Qp& qp, TimerKind t) {
+    timers_.clear(qp.index * kTimerCount + static_cast<uint32_t>(t));
+  }
+  [[nodiscard]] bool timer_armed(const Qp& qp, TimerKind t) const {
+    return timers_.armed(qp.index * kTimerCount + static_cast<uint32_t>(t));
+  }
+  void schedule_tx(Qp& qp);
+  void push_event(EventType type, uint32_t element);
+  // Called after send completions: finishes an SQD drain.
+  void check_drained(Qp& qp);
+
+  MemoryTable& memory() { return memory_; }
+  [[nodiscard]] const EngineConfig& config() const { return config_; }
+  Srq* srq(SrqId id);
+  Cq* cq(CqId id);
+  Qp* qp_by_qpn(uint32_t qpn);
+  [[nodiscard]] const Qp* qp_by_qpn(uint32_t qpn) const;
+
+  // ---- the public API, implemented in engine.cpp / engine_setup.cpp
+  Result<CqId> create_cq(uint32_t cqe);
+  Status destroy_cq(CqId cq);
+  Result<SrqId> create_srq(PdId pd, const SrqInitAttr& attr);
+  Status modify_srq(SrqId id, const SrqAttr& attr, uint32_t mask);
+  Status query_srq(SrqId id, SrqAttr& attr) const;
+  Status destroy_srq(SrqId id);
+  Result<QpInfo> create_qp(PdId pd, const QpInitAttr& attr);
+  Status modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask);
+  Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
+  Status destroy_qp(uint32_t qpn);
+  Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
+  Status post_recv(uint32_t qpn, const RecvWr& wr);
+  Status post_srq_recv(SrqId id, const RecvWr& wr);
+  int poll_cq(CqId id, std::span<Wc> out);
+  Status req_notify_cq(CqId id, bool solicited_only);
+  void on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce);
+  void on_timer(TimePoint now);
+  [[nodiscard]] TimePoint next_deadline() const { return timers_.top_deadline(); }
+  size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
+  [[nodiscard]] bool has_tx() const { return tx_count_ != 0; }
+  size_t poll_events(std::span<AsyncEvent> out);
+  [[nodiscard]] const Counters& counters() const { return counters_; }
+  [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;
+  Status set_congestion_control(uint32_t qpn, CongestionControl* cc);
+
+  // The packet being received (UD needs the IP metadata and the packet length for the GRH).
+  const PacketMeta* rx_meta = nullptr;
+  size_t rx_len = 0;
+
+ private:
+  void reset_qp(Qp& qp);
+  void apply_attrs(Qp& qp, const QpAttr& attr, uint32_t mask);
+  void dispatch(TimePoint now, Qp& qp, const wire::ParsedPacket& pkt);
+  FillResult fill_one(TimePoint now, Qp& qp, TxSlot& slot);
+  void tx_list_push(Qp& qp);
+
+  EngineConfig config_;
+  MemoryTable memory_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Qp>> qps_;  // [0, qpn_count): qpn_base + i; [qpn_count]: QP1
+  uint32_t next_qp_ = 0;
+  uint32_t qp_count_ = 0;
+
+  TimerHeap timers_;
+
+  std::vector<uint32_t> tx_ring_;  // QP table indices with something to send, FIFO
+  uint32_t tx_head_ = 0;
+  uint32_t tx_count_ = 0;
+
+  std::vector<AsyncEvent> events_;
+  uint32_t ev_head_ = 0;
+  uint32_t ev_count_ = 0;
+
+  Counters counters_;
+  RecvWqe scratch_wqe_;
+};
+
+}  // namespace uroce::transport

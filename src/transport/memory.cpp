@@ -1,0 +1,195 @@
+// PD/MR tables and the one memory checker (see memory.hpp).
+#include "transport/memory.hpp"
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+namespace uroce::transport {
+namespace {
+
+constexpr uint32_t kPdFree = UINT32_MAX;
+
+// Both ranges as [start, start+len): true when the inner one lies in the outer one and
+// does not wrap the address space.
+bool range_inside(uint64_t outer, uint64_t outer_len, uint64_t inner, uint64_t inner_len) {
+  if (inner + inner_len < inner) return false;
+  return inner >= outer && inner + inner_len <= outer + outer_len;
+}
+
+}  // namespace
+
+MemoryTable::MemoryTable(const DeviceLimits& limits, uint64_t seed)
+    : limits_(limits),
+      rng_(seed),
+      index_bits_(
+          static_cast<uint32_t>(std::bit_width(limits.max_mr > 1 ? limits.max_mr - 1 : 1u))),
+      mrs_(limits.max_mr),
+      pd_refs_(limits.max_pd, kPdFree) {}
+
+Result<PdId> MemoryTable::alloc_pd() {
+  for (uint32_t i = 0; i < pd_refs_.size(); ++i) {
+    if (pd_refs_[i] == kPdFree) {
+      pd_refs_[i] = 0;
+      return PdId{i};
+    }
+  }
+  return Status(ENOMEM, "alloc_pd: max_pd protection domains already allocated");
+}
+
+bool MemoryTable::pd_valid(PdId pd) const {
+  const auto i = static_cast<uint32_t>(pd);
+  return i < pd_refs_.size() && pd_refs_[i] != kPdFree;
+}
+
+void MemoryTable::pd_ref(PdId pd, int delta) {
+  pd_refs_[static_cast<uint32_t>(pd)] += static_cast<uint32_t>(delta);
+}
+
+Status MemoryTable::dealloc_pd(PdId pd) {
+  if (!pd_valid(pd)) return Status(EINVAL, "dealloc_pd: no such protection domain");
+  if (pd_refs_[static_cast<uint32_t>(pd)] != 0) {
+    return Status(EBUSY, "dealloc_pd: MRs, SRQs or QPs still use this protection domain");
+  }
+  pd_refs_[static_cast<uint32_t>(pd)] = kPdFree;
+  return Status::ok();
+}
+
+Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
+  if (!pd_valid(pd)) return Status(EINVAL, "reg_mr: no such protection domain");
+  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                              kAccessRemoteAtomic | kAccessMwBind;
+  if ((access & ~kKnown) != 0) {
+    return Status(
+        EINVAL, "reg_mr: unsupported access flag (zero-based and on-demand MRs are not supported)");
+  }
+  // ibv_reg_mr(3): remote write or atomic access requires local write access.
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) != 0 &&
+      (access & kAccessLocalWrite) == 0) {
+    return Status(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too");
+  }
+  if (length > limits_.max_mr_size) return Status(EINVAL, "reg_mr: length exceeds max_mr_size");
+  if (addr == nullptr && length != 0) return Status(EINVAL, "reg_mr: null address");
+  const auto base = reinterpret_cast<uint64_t>(addr);
+  if (base + length < base) return Status(EINVAL, "reg_mr: range wraps the address space");
+  if (mr_count_ >= mrs_.size()) return Status(ENOMEM, "reg_mr: max_mr regions already registered");
+  // Next free slot after the last one handed out, so a freed slot is reused late.
+  uint32_t idx = next_mr_;
+  while (mrs_[idx].valid) idx = (idx + 1) % static_cast<uint32_t>(mrs_.size());
+  next_mr_ = (idx + 1) % static_cast<uint32_t>(mrs_.size());
+
+  const uint32_t random_mask = index_bits_ >= 32 ? 0 : ~0u << index_bits_;
+  Mr& mr = mrs_[idx];
+  mr.valid = true;
+  mr.rkey_valid = true;
+  mr.pd = pd;
+  mr.addr = base;
+  mr.length = length;
+  mr.access = access;
+  mr.lkey = (static_cast<uint32_t>(rng_.next()) & random_mask) | idx;
+  mr.rkey = (static_cast<uint32_t>(rng_.next()) & random_mask) | idx;
+  ++mr_count_;
+  pd_ref(pd, +1);
+  return MrInfo{mr.lkey, mr.rkey, mr.addr, mr.length, mr.access};
+}
+
+const Mr* MemoryTable::lookup(uint32_t key) const {
+  const uint32_t idx = index_bits_ >= 32 ? key : key & ((1u << index_bits_) - 1);
+  if (idx >= mrs_.size() || !mrs_[idx].valid) return nullptr;
+  return &mrs_[idx];
+}
+
+Status MemoryTable::dereg_mr(uint32_t lkey) {
+  const Mr* found = lookup(lkey);
+  if (found == nullptr || found->lkey != lkey)
+    return Status(EINVAL, "dereg_mr: no MR with this lkey");
+  Mr& mr = mrs_[lkey & ((1u << index_bits_) - 1)];
+  pd_ref(mr.pd, -1);
+  mr = Mr{};
+  --mr_count_;
+  return Status::ok();
+}
+
+bool MemoryTable::invalidate_rkey(PdId pd, uint32_t rkey) {
+  const Mr* found = lookup(rkey);
+  if (found == nullptr || found->rkey != rkey || !found->rkey_valid || found->pd != pd) {
+    return false;
+  }
+  mrs_[rkey & ((1u << index_bits_) - 1)].rkey_valid = false;
+  return true;
+}
+
+AccessError MemoryTable::check_remote(PdId pd, uint32_t rkey, uint64_t va, uint64_t len,
+                                      uint32_t access, uint8_t** out) const {
+  const Mr* mr = lookup(rkey);
+  if (mr == nullptr || mr->rkey != rkey || !mr->rkey_valid) return AccessError::kBadKey;
+  if (mr->pd != pd) return AccessError::kBadPd;
+  if (!range_inside(mr->addr, mr->length, va, len)) return AccessError::kOutOfRange;
+  if ((mr->access & access) != access) return AccessError::kNoAccess;
+  if ((access & kAccessRemoteAtomic) != 0 && (va & 7) != 0) return AccessError::kMisaligned;
+  *out = reinterpret_cast<uint8_t*>(va);
+  return AccessError::kOk;
+}
+
+AccessError MemoryTable::check_local(PdId pd, uint32_t lkey, uint64_t addr, uint64_t len,
+                                     uint32_t access, uint8_t** out) const {
+  const Mr* mr = lookup(lkey);
+  if (mr == nullptr || mr->lkey != lkey) return AccessError::kBadKey;
+  if (mr->pd != pd) return AccessError::kBadPd;
+  if (!range_inside(mr->addr, mr->length, addr, len)) return AccessError::kOutOfRange;
+  if ((mr->access & access) != access) return AccessError::kNoAccess;
+  *out = reinterpret_cast<uint8_t*>(addr);
+  return AccessError::kOk;
+}
+
+AccessError MemoryTable::check_sges(PdId pd, std::span<const Sge> sges, uint32_t access) const {
+  for (const Sge& sge : sges) {
+    if (sge.length == 0) continue;
+    uint8_t* p = nullptr;
+    const AccessError e = check_local(pd, sge.lkey, sge.addr, sge.length, access, &p);
+    if (e != AccessError::kOk) return e;
+  }
+  return AccessError::kOk;
+}
+
+AccessError MemoryTable::gather(PdId pd, std::span<const Sge> sges, uint64_t offset,
+                                std::span<uint8_t> dst) const {
+  size_t done = 0;
+  for (const Sge& sge : sges) {
+    if (done == dst.size()) break;
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(sge.length - offset, dst.size() - done);
+    uint8_t* p = nullptr;
+    const AccessError e = check_local(pd, sge.lkey, sge.addr + offset, n, 0, &p);
+    if (e != AccessError::kOk) return e;
+    std::memcpy(dst.data() + done, p, n);
+    done += n;
+    offset = 0;
+  }
+  return done == dst.size() ? AccessError::kOk : AccessError::kOutOfRange;
+}
+
+AccessError MemoryTable::scatter(PdId pd, std::span<const Sge> sges, uint64_t offset,
+                                 std::span<const uint8_t> src) const {
+  size_t done = 0;
+  for (const Sge& sge : sges) {
+    if (done == src.size()) break;
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(sge.length - offset, src.size() - done);
+    uint8_t* p = nullptr;
+    const AccessError e = check_local(pd, sge.lkey, sge.addr + offset, n, kAccessLocalWrite, &p);
+    if (e != AccessError::kOk) return e;
+    std::memcpy(p, src.data() + done, n);
+    done += n;
+    offset = 0;
+  }
+  return done == src.size() ? AccessError::kOk : AccessError::kOutOfRange;
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,54 @@
+// Finishing an outgoing packet: addresses from the address vector, the UDP source port, the
+// IP TOS/TTL, and the ICRC computed for IPv4 ID 0 with DF (what the UDP driver's
+// unconnected IP_PMTUDISC_DO socket makes Linux write) or for IPv6.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <span>
+
+#include "transport/engine.hpp"
+#include "wire/icrc.hpp"
+#include "wire/packet.hpp"
+
+namespace uroce::transport {
+
+[[nodiscard]] inline bool is_ipv4_mapped(const std::array<uint8_t, 16>& gid) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
+}
+
+// Writes headers for `hdr` and reserves room for `payload_len` bytes of payload; returns
+// the payload area (empty span and *size 0 when the slot is too small).
+inline std::span<uint8_t> begin_packet(TxSlot& slot, const wire::Headers& hdr, size_t payload_len,
+                                       size_t* size) {
+  *size = wire::packet_size(hdr.bth.opcode, payload_len);
+  if (*size == 0 || slot.buf.size() < *size) {
+    *size = 0;
+    return {};
+  }
+  const size_t header_len = wire::build_headers(hdr, payload_len, slot.buf);
+  // Zero pad and ICRC placeholder; the caller copies the payload in between.
+  std::memset(slot.buf.data() + header_len + payload_len, 0, *size - header_len - payload_len);
+  return slot.buf.subspan(header_len, payload_len);
+}
+
+// Fills slot.meta from the address vector and source port, then writes the ICRC.
+inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t sport) {
+  slot.len = size;
+  PacketMeta& m = slot.meta;
+  m = PacketMeta{};
+  m.ip.ipv6 = !is_ipv4_mapped(ah.dgid);
+  m.ip.src = ah.sgid;
+  m.ip.dst = ah.dgid;
+  m.ip.sport = sport;
+  m.ip.dport = wire::kRoceV2Port;
+  m.ip.ipv4_id = 0;
+  m.ip.ipv4_df = true;
+  m.tos = ah.traffic_class;
+  m.ttl = ah.hop_limit;
+  m.ip_id_known = true;
+  wire::write_icrc(m.ip, slot.buf.first(size));
+}
+
+}  // namespace uroce::transport

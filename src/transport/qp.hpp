@@ -1,0 +1,200 @@
+// One queue pair: its attributes, queues and the three protocol machines that IBTA splits a
+// QP's transport into (IBA 9.7, 9.8; rxe_req.c / rxe_comp.c / rxe_resp.c):
+//   Requester  turns send WQEs into request packets (segmentation, PSNs, AckReq, window,
+//              go-back-N rewinds);
+//   Completer  consumes ACK/NAK/READ-response/atomic-ACK packets, completes send WQEs,
+//              drives retries and the retransmit/RNR timers;
+//   Responder  consumes request packets (PSN check, duplicates, access checks, execute,
+//              receive completions) and produces ACK/NAK/READ-response/atomic-ACK packets.
+// Each machine keeps its own explicit state; the engine owns the QPs and calls them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/psn.hpp"
+#include "common/time.hpp"
+#include "transport/congestion.hpp"
+#include "transport/counters.hpp"
+#include "transport/recv_queue.hpp"
+#include "transport/send_queue.hpp"
+#include "transport/verbs_types.hpp"
+#include "wire/packet.hpp"
+
+namespace uroce::transport {
+
+class EngineImpl;
+struct Qp;
+struct TxSlot;
+struct PacketMeta;
+
+enum class TimerKind : uint8_t { kRetransmit = 0, kRnr = 1 };
+inline constexpr uint32_t kTimerCount = 2;
+
+// What a producer did with a TX slot.
+enum class FillResult : uint8_t { kProduced, kNothing, kNoRoom };
+
+// rxe RXE_MAX_UNACKED_PSNS: the requester stops while req.psn is past comp.psn + 128.
+inline constexpr int32_t kMaxUnackedPsns = 128;
+// rxe RXE_MAX_PKT_PER_ACK: AckReq on an interior packet once 65 went without it.
+inline constexpr uint32_t kMaxPktPerAck = 64;
+
+class Requester {
+ public:
+  void reset(Psn psn, uint64_t seq);
+  FillResult fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot);
+  // Go-back-N (IBA 9.7.5.1.x, rxe req_retry): resend from `psn`, the oldest unacked PSN.
+  void rewind(Qp& qp, Psn psn);
+  // Whether fill() could produce a packet now (ignoring slot room).
+  [[nodiscard]] bool ready(const Qp& qp) const;
+
+  [[nodiscard]] Psn psn() const { return psn_; }
+  [[nodiscard]] uint64_t seq() const { return seq_; }
+  [[nodiscard]] bool rnr_wait() const { return rnr_wait_; }
+  void set_rnr_wait(bool v) { rnr_wait_ = v; }
+  void rd_atomic_done() { --rd_atomic_; }
+  [[nodiscard]] uint32_t rd_atomic() const { return rd_atomic_; }
+
+ private:
+  // Starts the WQE at seq_: local checks, PSN assignment. False when it must wait.
+  bool start_wqe(EngineImpl& e, Qp& qp, bool* completed);
+
+  Psn psn_;       // PSN of the next packet to send
+  Psn high_psn_;  // one past the highest PSN ever sent (retransmission accounting)
+  bool sent_any_ = false;
+  uint64_t seq_ = 0;  // WQE being sent
+  uint32_t noack_pkts_ = 0;
+  uint32_t rd_atomic_ = 0;  // READ/atomic WQEs started and not completed
+  bool rnr_wait_ = false;
+};
+
+class Completer {
+ public:
+  void reset(Psn psn, uint8_t retry_cnt, uint8_t rnr_retry);
+  void on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::ParsedPacket& pkt);
+  void on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now);
+  void on_rnr_timer(EngineImpl& e, Qp& qp, TimePoint now);
+  void reset_retry_counters(uint8_t retry_cnt, uint8_t rnr_retry);
+
+  [[nodiscard]] Psn psn() const { return psn_; }
+
+ private:
+  // Positive progress: comp.psn moved to `psn`.
+  void advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn);
+  void start_retry(EngineImpl& e, Qp& qp, TimePoint now, bool from_nak);
+  void complete_head(EngineImpl& e, Qp& qp, WcStatus status);
+  void fail_head(EngineImpl& e, Qp& qp, WcStatus status);
+
+  Psn psn_;  // oldest unacknowledged PSN
+  uint8_t retry_left_ = 0;
+  uint8_t rnr_retry_left_ = 0;
+  bool nak_retry_running_ = false;  // a NAK-started retry made no progress yet
+};
+
+// A READ or atomic the responder executed, kept for duplicates (IBA 9.7.5.1.3 C9-114..).
+struct RdAtomicResource {
+  enum class Kind : uint8_t { kFree, kRead, kAtomic };
+  Kind kind = Kind::kFree;
+  Psn first_psn;
+  Psn last_psn;
+  uint64_t orig = 0;  // atomic: the value returned the first time
+};
+
+// One queued response: an ACK/NAK, an atomic ACK, or a READ reply streamed packet by packet.
+struct RespItem {
+  enum class Kind : uint8_t { kAck, kAtomicAck, kRead };
+  Kind kind = Kind::kAck;
+  uint8_t syndrome = 0;
+  Psn psn;
+  uint32_t msn = 0;
+  uint64_t orig = 0;
+  // kRead
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint32_t sent = 0;  // packets of the reply already sent
+};
+
+class Responder {
+ public:
+  void init(uint32_t out_capacity, uint32_t max_resources, uint32_t max_sge);
+  void reset(Psn epsn);
+  void on_request(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  FillResult fill(EngineImpl& e, Qp& qp, TxSlot& slot);
+  [[nodiscard]] bool has_output() const { return out_count_ != 0; }
+  void resize_resources(uint32_t n);
+  // Completes the receive WQE in progress (if any) with `status` (flush, errors).
+  void abort_wqe(EngineImpl& e, Qp& qp, WcStatus status);
+  [[nodiscard]] Psn epsn() const { return epsn_; }
+
+ private:
+  enum class InMsg : uint8_t { kNone, kSend, kWrite };
+
+  void on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  void on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  void duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  // Executes an in-sequence request; returns false when it ended in an error already handled.
+  bool execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool take_wqe(EngineImpl& e, Qp& qp);
+  void class_c_error(EngineImpl& e, Qp& qp, wire::NakCode code, WcStatus recv_status, Psn psn);
+  void complete_recv(EngineImpl& e, Qp& qp, const Wc& wc, bool solicited);
+  void drop_message();
+  bool queue(const RespItem& item);
+  RdAtomicResource& new_resource();
+
+  Psn epsn_;
+  uint32_t msn_ = 0;
+  bool sent_nak_ = false;  // a NAK (sequence or RNR) went out for epsn_: silent until it arrives
+  bool drop_msg_ = false;  // UC: drop until the next First/Only
+  InMsg in_msg_ = InMsg::kNone;
+  bool have_wqe_ = false;
+  RecvWqe wqe_;
+  uint64_t recv_offset_ = 0;
+  uint64_t write_va_ = 0;
+  uint32_t write_rkey_ = 0;
+  uint32_t write_len_ = 0;
+  uint32_t write_resid_ = 0;
+
+  std::vector<RdAtomicResource> resources_;
+  uint32_t res_used_ = 0;  // max_dest_rd_atomic in effect
+  uint32_t res_next_ = 0;
+
+  std::vector<RespItem> out_;
+  uint32_t out_head_ = 0;
+  uint32_t out_count_ = 0;
+};
+
+struct Qp {
+  uint32_t qpn = 0;
+  uint32_t index = 0;  // slot in the engine's QP table (timer slots derive from it)
+  QpType type = QpType::kRc;
+  PdId pd{};
+  CqId send_cq{};
+  CqId recv_cq{};
+  std::optional<SrqId> srq;
+  QpCap cap;
+  bool sq_sig_all = false;
+
+  QpState state = QpState::kReset;
+  bool sq_draining = false;
+  QpAttr attr;          // the attributes as last set (query_qp)
+  uint16_t sport = 0;   // UDP source port (rxe §2f)
+  uint32_t mtu = 1024;  // path MTU in bytes (UD: the port's active MTU)
+
+  SendQueue sq;
+  RecvQueue rq;
+  Requester req;
+  Completer comp;
+  Responder resp;
+
+  Counters counters;
+  CongestionControl* cc = nullptr;
+  bool in_tx_list = false;
+
+  [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }
+  [[nodiscard]] bool is_ud() const { return type == QpType::kUd || type == QpType::kGsi; }
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,262 @@
+// The requester (IBA 9.7.x "requester side", rxe_req.c): turns send WQEs into request
+// packets. Decision list for each packet, in order:
+//   1. the QP sends only in RTS, or in SQD for WQEs already started; nothing during an RNR wait;
+//   2. a new WQE starts only if the READ/atomic depth (max_rd_atomic) and a fence allow it,
+//      after its local checks (SGE L_Keys through the memory checker, UD length);
+//   3. RC keeps at most kMaxUnackedPsns PSNs unacknowledged (rxe RXE_MAX_UNACKED_PSNS);
+//   4. the packet is the next segment at the path MTU with the opcode for its position
+//      (First/Middle/Last/Only, IBA 9.4), a READ request asks for the rest of the message
+//      and consumes one PSN per response packet (9.4.3), AckReq goes on the last packet and
+//      on every 66th packet (rxe), SE on the last packet of a solicited SEND/WRITE-imm;
+//   5. UC and UD WQEs complete when their last packet is sent; RC arms the retransmit timer.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/engine_impl.hpp"
+#include "transport/packet_out.hpp"
+#include "transport/wr_kind.hpp"
+
+namespace uroce::transport {
+
+using wire::Op;
+
+void Requester::reset(Psn psn, uint64_t seq) {
+  psn_ = psn;
+  high_psn_ = psn;
+  sent_any_ = false;
+  seq_ = seq;
+  noack_pkts_ = 0;
+  rd_atomic_ = 0;
+  rnr_wait_ = false;
+}
+
+bool Requester::ready(const Qp& qp) const {
+  if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) return false;
+  if (seq_ == qp.sq.tail()) return false;
+  if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) return false;
+  return true;
+}
+
+bool Requester::start_wqe(EngineImpl& e, Qp& qp, bool* completed) {
+  SendWqe& w = qp.sq.at(seq_);
+  // IBA 10.3.1 SQD: WQEs already started finish, no new one starts.
+  if (qp.state == QpState::kSqd) return false;
+  const bool rd_atomic = is_rd_atomic_op(w.opcode);
+  if (rd_atomic && rd_atomic_ >= qp.attr.max_rd_atomic) return false;
+  // IBA 10.8.3.3: a fenced WR waits for every earlier READ and atomic to complete.
+  if ((w.send_flags & kSendFence) != 0 && rd_atomic_ > 0) return false;
+
+  WcStatus error = WcStatus::kSuccess;
+  if (qp.is_ud() && w.length > qp.mtu) {
+    error = WcStatus::kLocLenErr;
+  } else if (is_atomic_op(w.opcode) && w.length < 8) {
+    error = WcStatus::kLocLenErr;
+  } else if (!w.is_inline) {
+    const uint32_t access = rd_atomic ? uint32_t{kAccessLocalWrite} : 0u;
+    if (e.memory().check_sges(qp.pd, qp.sq.sges(seq_), access) != AccessError::kOk) {
+      error = WcStatus::kLocProtErr;
+    }
+  }
+  if (error != WcStatus::kSuccess) {
+    e.count(qp, Counter::kSendErr);
+    *completed = true;
+    if (qp.is_ud()) {
+      // A UD datagram fails alone: it completes in error and the QP carries on (rxe would
+      // drop an oversized datagram and report success, C10-93.1.1; we tell the truth).
+      ++seq_;
+      e.complete_send_head(qp, error);
+      return false;
+    }
+    w.error = error;
+    e.enter_error(qp);
+    return false;
+  }
+
+  w.state = WqeState::kStarted;
+  w.first_psn = psn_;
+  if (is_atomic_op(w.opcode) || qp.is_ud()) {
+    w.npkts = 1;
+  } else {
+    w.npkts = std::max<uint32_t>(1, (w.length + qp.mtu - 1) / qp.mtu);
+  }
+  w.last_psn = psn_ + (w.npkts - 1);
+  w.pkts_sent = 0;
+  if (rd_atomic) ++rd_atomic_;
+  return true;
+}
+
+void Requester::rewind(Qp& qp, Psn psn) {
+  const uint64_t head = qp.sq.head();
+  for (uint64_t s = head; s != qp.sq.tail(); ++s) {
+    SendWqe& w = qp.sq.at(s);
+    if (w.state != WqeState::kStarted) break;
+    if (s == head && !psn.before(w.first_psn) && !psn.after(w.last_psn)) {
+      // Resume inside the oldest WQE: SEND/WRITE from the packet at `psn`, a READ with a
+      // new request for the rest (C9-?? "resume a READ at the first missing response").
+      w.pkts_sent = static_cast<uint32_t>(Psn::distance(psn, w.first_psn));
+      continue;
+    }
+    if (is_rd_atomic_op(w.opcode)) --rd_atomic_;
+    w.state = WqeState::kPosted;
+    w.pkts_sent = 0;
+  }
+  seq_ = head;
+  psn_ = psn;
+}
+
+FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
+  if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) {
+    return FillResult::kNothing;
+  }
+  for (;;) {
+    if (seq_ == qp.sq.tail()) return FillResult::kNothing;
+    SendWqe& w = qp.sq.at(seq_);
+    if (w.state == WqeState::kPosted) {
+      bool completed = false;
+      if (!start_wqe(e, qp, &completed)) {
+        if (completed && qp.state != QpState::kErr) continue;
+        return FillResult::kNothing;
+      }
+    }
+    if (w.pkts_sent < w.npkts) break;
+    ++seq_;
+  }
+  if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) {
+    return FillResult::kNothing;
+  }
+
+  SendWqe& w = qp.sq.at(seq_);
+  const uint32_t k = w.pkts_sent;
+  const bool first = k == 0;
+  const bool last = k + 1 == w.npkts;
+  const uint64_t offset = uint64_t{k} * qp.mtu;
+  const bool imm = has_imm(w.opcode);
+  const bool inv = w.opcode == WrOpcode::kSendWithInv;
+
+  wire::Headers h{};
+  h.bth.pkey = wire::kDefaultPkey;
+  h.bth.psn = psn_;
+  h.bth.dqpn = qp.attr.dest_qp_num;
+  wire::Transport transport = wire::Transport::kRc;
+  if (qp.type == QpType::kUc) transport = wire::Transport::kUc;
+  if (qp.is_ud()) transport = wire::Transport::kUd;
+
+  Op op = Op::kSendOnly;
+  uint32_t payload_len = 0;
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv:
+      payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, w.length - offset));
+      if (w.npkts == 1) {
+        op = imm ? Op::kSendOnlyImm : inv ? Op::kSendOnlyInv : Op::kSendOnly;
+      } else if (first) {
+        op = Op::kSendFirst;
+      } else if (last) {
+        op = imm ? Op::kSendLastImm : inv ? Op::kSendLastInv : Op::kSendLast;
+      } else {
+        op = Op::kSendMiddle;
+      }
+      if (imm && last) h.immdt = w.imm_data;
+      if (inv && last) h.ieth_rkey = w.invalidate_rkey;
+      break;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      payload_len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, w.length - offset));
+      if (w.npkts == 1) {
+        op = imm ? Op::kWriteOnlyImm : Op::kWriteOnly;
+      } else if (first) {
+        op = Op::kWriteFirst;
+      } else if (last) {
+        op = imm ? Op::kWriteLastImm : Op::kWriteLast;
+      } else {
+        op = Op::kWriteMiddle;
+      }
+      if (first) h.reth = {w.remote_addr, w.rkey, w.length};
+      if (imm && last) h.immdt = w.imm_data;
+      break;
+    case WrOpcode::kRdmaRead:
+      op = Op::kReadRequest;
+      h.reth = {w.remote_addr + offset, w.rkey, static_cast<uint32_t>(w.length - offset)};
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+      op = Op::kCompareSwap;
+      h.atomic_eth = {w.remote_addr, w.rkey, w.swap, w.compare_add};
+      break;
+    case WrOpcode::kAtomicFetchAndAdd:
+      op = Op::kFetchAdd;
+      h.atomic_eth = {w.remote_addr, w.rkey, w.compare_add, 0};
+      break;
+    default:
+      return FillResult::kNothing;
+  }
+  const bool message_end = last || w.opcode == WrOpcode::kRdmaRead;
+  if (qp.is_ud()) {
+    h.bth.dqpn = w.remote_qpn;
+    // IBA 10.2.5: a WR Q_Key with the high bit set means "use the QP's Q_Key"; QP1 always
+    // sends the GSI Q_Key (rxe init_req_packet).
+    h.deth.qkey = qp.type == QpType::kGsi              ? wire::kGsiQkey
+                  : (w.remote_qkey & 0x80000000u) != 0 ? qp.attr.qkey
+                                                       : w.remote_qkey;
+    h.deth.src_qp = qp.qpn;
+  }
+  h.bth.opcode = wire::make_opcode(transport, op);
+  h.bth.se = (w.send_flags & kSendSolicited) != 0 && message_end &&
+             (is_send_op(w.opcode) || w.opcode == WrOpcode::kRdmaWriteWithImm);
+  if (qp.is_rc()) {
+    // rxe init_req_packet: AckReq on the message end, or once 65 packets went without it.
+    if (message_end || noack_pkts_++ > kMaxPktPerAck) {
+      h.bth.ackreq = true;
+      noack_pkts_ = 0;
+    }
+  } else if (qp.type == QpType::kGsi) {
+    h.bth.ackreq = true;  // rxe sets AckReq on QP1's UD packets too
+  }
+
+  size_t size = 0;
+  std::span<uint8_t> payload = begin_packet(slot, h, payload_len, &size);
+  if (size == 0) return FillResult::kNoRoom;
+  if (payload_len != 0) {
+    if (w.is_inline) {
+      std::memcpy(payload.data(), qp.sq.inline_data(seq_).data() + offset, payload_len);
+    } else if (e.memory().gather(qp.pd, qp.sq.sges(seq_), offset, payload) != AccessError::kOk) {
+      // The source MR went away after the WQE started.
+      e.count(qp, Counter::kSendErr);
+      if (qp.is_ud()) {
+        ++seq_;
+        e.complete_send_head(qp, WcStatus::kLocProtErr);
+      } else {
+        w.error = WcStatus::kLocProtErr;
+        e.enter_error(qp);
+      }
+      return FillResult::kNothing;
+    }
+  }
+  finish_packet(slot, size, qp.is_ud() ? w.ah : qp.attr.ah_attr, qp.sport);
+
+  e.count(qp, Counter::kSentPkts);
+  e.count(qp, Counter::kBytesSent, size);
+  if (sent_any_ && psn_.before(high_psn_)) e.count(qp, Counter::kRetransmittedPkts);
+
+  if (w.opcode == WrOpcode::kRdmaRead) {
+    w.pkts_sent = w.npkts;
+    psn_ = w.last_psn + 1;
+  } else {
+    ++w.pkts_sent;
+    ++psn_;
+  }
+  if (!sent_any_ || high_psn_.before(psn_)) high_psn_ = psn_;
+  sent_any_ = true;
+
+  if (w.pkts_sent == w.npkts) {
+    ++seq_;
+    // UC and UD have no acknowledgements: the WQE is done once its last packet is out.
+    if (!qp.is_rc()) e.complete_send_head(qp, WcStatus::kSuccess);
+  }
+  if (qp.is_rc() && qp.attr.timeout != 0 && !e.timer_armed(qp, TimerKind::kRetransmit)) {
+    e.arm_timer(qp, TimerKind::kRetransmit, now + ack_timeout(qp.attr.timeout));
+  }
+  return FillResult::kProduced;
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,18 @@
+// Send queue storage (see send_queue.hpp).
+#include "transport/send_queue.hpp"
+
+#include <algorithm>
+
+namespace uroce::transport {
+
+void SendQueue::init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline) {
+  capacity_ = std::max(capacity, 1u);
+  max_sge_ = std::max(max_sge, 1u);
+  max_inline_ = max_inline;
+  head_ = tail_ = 0;
+  wqes_.assign(capacity_, SendWqe{});
+  sges_.assign(size_t{capacity_} * max_sge_, Sge{});
+  inline_.assign(size_t{capacity_} * max_inline_, 0);
+}
+
+}  // namespace uroce::transport
