@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 
 #include <array>
-#include <iterator>
 
 #include "wire/icrc.hpp"
 
@@ -18,7 +17,9 @@ constexpr int64_t kNanosPerSecond = 1'000'000'000;
 // What a dump reports for a RoCE packet the capture holds only in part.
 constexpr std::string_view kCutBySnaplen = "cut_by_snaplen";
 
-using Out = std::back_insert_iterator<fmt::memory_buffer>;
+// fmt::appender writes straight into the buffer (a std::back_inserter would stage each call
+// in a temporary buffer first).
+using Out = fmt::appender;
 
 void append_ip(Out it, const std::array<uint8_t, 16>& addr, bool ipv6) {
   if (!ipv6) {
@@ -62,6 +63,12 @@ void append_aeth_text(Out it, const wire::Aeth& aeth) {
       break;
   }
   fmt::format_to(it, " msn={}", aeth.msn);
+}
+
+// The opcode's name for a packet that failed to parse, once the parser got as far as the
+// opcode (RD and XRC opcodes are named although uroce does not decode them).
+std::string_view known_name(const DumpPacket& p) {
+  return p.packet.info != nullptr ? p.packet.info->name : std::string_view{};
 }
 
 std::string_view json_bool(bool b) {
@@ -116,7 +123,7 @@ void decode_roce(uint64_t frame_number, TimePoint time, const wire::RoceFrame& f
 }
 
 void append_text_line(fmt::memory_buffer& out, const DumpPacket& p, Nanos since_first) {
-  auto it = std::back_inserter(out);
+  Out it(out);
   const int64_t ns = since_first.count();
   const uint64_t abs_ns = ns < 0 ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
   fmt::format_to(it, "{:>4} {}{}.{:06} ", p.frame_number, ns < 0 ? "-" : "",
@@ -127,7 +134,11 @@ void append_text_line(fmt::memory_buffer& out, const DumpPacket& p, Nanos since_
   append_endpoint(it, ip.dst, ip.ipv6, ip.dport);
 
   if (!p.error.empty()) {
-    if (!p.frame.roce.empty()) fmt::format_to(it, " opcode=0x{:02x}", p.frame.roce[0]);
+    if (const auto name = known_name(p); !name.empty()) {
+      fmt::format_to(it, " {}", name);
+    } else if (!p.frame.roce.empty()) {
+      fmt::format_to(it, " opcode=0x{:02x}", p.frame.roce[0]);
+    }
     fmt::format_to(it, " error={}\n", p.error);
     return;
   }
@@ -173,7 +184,7 @@ void append_text_line(fmt::memory_buffer& out, const DumpPacket& p, Nanos since_
 }
 
 void append_json_line(fmt::memory_buffer& out, const DumpPacket& p) {
-  auto it = std::back_inserter(out);
+  Out it(out);
   const int64_t ns = p.time.count();
   fmt::format_to(it, R"({{"frame":{},"time":{}.{:09},"src":")", p.frame_number,
                  ns / kNanosPerSecond, ns % kNanosPerSecond);
@@ -185,6 +196,9 @@ void append_json_line(fmt::memory_buffer& out, const DumpPacket& p) {
                  ecn_name(p.frame.tos), p.frame.tos >> 2);
 
   if (!p.error.empty()) {
+    if (const auto name = known_name(p); !name.empty()) {
+      fmt::format_to(it, R"(,"opcode":"{}")", name);
+    }
     if (!p.frame.roce.empty()) fmt::format_to(it, R"(,"opcode_value":{})", p.frame.roce[0]);
     fmt::format_to(it,
                    R"(,"error":"{}"}})"
