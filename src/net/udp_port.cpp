@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -224,6 +225,39 @@ void UdpPort::remember_group(const RegistryState& state) {
   for (const RegistryMember& m : members_on(state, config_.local)) {
     if (m.token != token_) slot_owned_by_other_[m.slot] = true;
   }
+  watch_members(state);
+}
+
+void UdpPort::watch_members(const RegistryState& state) {
+  std::unordered_map<pid_t, int> keep;
+  const pid_t self = getpid();
+  for (const RegistryMember& m : state.members) {
+    if (m.pid == self || keep.count(m.pid) != 0) continue;
+    if (auto it = member_pidfds_.find(m.pid); it != member_pidfds_.end()) {
+      keep.emplace(m.pid, it->second);
+      member_pidfds_.erase(it);
+      continue;
+    }
+    // pidfd_open (Linux 5.3) needs no privilege. Checked against the start time after opening,
+    // so a recycled pid is not watched in place of the member.
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, m.pid, 0));
+    if (fd < 0) continue;
+    if (!process_alive(m.pid, m.start_time)) {
+      close(fd);
+      continue;
+    }
+    keep.emplace(m.pid, fd);
+  }
+  for (auto& [pid, fd] : member_pidfds_) close(fd);
+  member_pidfds_ = std::move(keep);
+}
+
+bool UdpPort::a_watched_member_exited() const {
+  if (member_pidfds_.empty()) return false;
+  std::vector<pollfd> fds;
+  fds.reserve(member_pidfds_.size());
+  for (const auto& [pid, fd] : member_pidfds_) fds.push_back({fd, POLLIN, 0});
+  return poll(fds.data(), fds.size(), 0) > 0;
 }
 
 std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
@@ -328,7 +362,7 @@ void UdpPort::reconcile(bool force_verify) {
 void UdpPort::maintain() {
   if (!registry_) return;
   const int64_t now = mono_ns();
-  bool need = registry_->changed_since_last_seen();
+  bool need = a_watched_member_exited() || registry_->changed_since_last_seen();
   if (!need && now - last_prune_ns_ >= 1'000'000'000) {
     last_prune_ns_ = now;
     RegistryState state = registry_->load();
@@ -358,6 +392,7 @@ UdpPort::~UdpPort() {
   }
   if (fd_ >= 0) close(fd_);
   for (auto& [sport, fd] : sport_fds_) close(fd);
+  for (auto& [pid, fd] : member_pidfds_) close(fd);
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -585,8 +620,13 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
 WaitResult UdpPort::wait(Nanos timeout, bool want_write) {
   maintain();
   WaitResult r;
-  pollfd fds[2] = {{fd_, static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0},
-                   {wake_fd_, POLLIN, 0}};
+  std::array<pollfd, 2 + kSlotCount> fds{};
+  fds[0] = {fd_, static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0};
+  fds[1] = {wake_fd_, POLLIN, 0};
+  size_t nfds = 2;
+  for (const auto& [pid, fd] : member_pidfds_) {
+    if (nfds < fds.size()) fds[nfds++] = {fd, POLLIN, 0};
+  }
   timespec ts{};
   timespec* tsp = nullptr;
   if (timeout.count() >= 0) {
@@ -594,7 +634,13 @@ WaitResult UdpPort::wait(Nanos timeout, bool want_write) {
     ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
     tsp = &ts;
   }
-  if (ppoll(fds, 2, tsp, nullptr) <= 0) return r;
+  if (ppoll(fds.data(), nfds, tsp, nullptr) <= 0) return r;
+  for (size_t i = 2; i < nfds; ++i) {
+    if (fds[i].revents != 0) {
+      reconcile(false);  // a member process exited: repair now, not at the next datagram
+      break;
+    }
+  }
   r.readable = (fds[0].revents & POLLIN) != 0;
   r.writable = (fds[0].revents & POLLOUT) != 0;
   if ((fds[1].revents & POLLIN) != 0) {

@@ -142,9 +142,9 @@ class UdpPort {
   // Interrupts a wait() in another thread (eventfd). Thread-safe.
   void wake();
 
-  // Checks the shared group: re-reads the registry if someone changed it, prunes dead members
-  // (at most once a second), re-verifies this member's position after a crash. Cheap when
-  // nothing changed (one pread). No-op for an unshared port.
+  // Checks the shared group: re-reads the registry if someone changed it or a member process
+  // exited (pidfd), prunes dead members, re-verifies this member's position after a crash.
+  // Cheap when nothing changed (one poll, one pread). No-op for an unshared port.
   void maintain();
 
   [[nodiscard]] QpnRange qpn_range() const { return qpn_range_; }
@@ -167,6 +167,8 @@ class UdpPort {
   std::optional<uint32_t> probe_position(size_t group_size);
   void attach_program(const RegistryState& state);
   void remember_group(const RegistryState& state);
+  void watch_members(const RegistryState& state);
+  [[nodiscard]] bool a_watched_member_exited() const;
   int socket_for_sport(uint16_t sport);
   bool keep_datagram(RxDatagram& d);
 
@@ -185,6 +187,9 @@ class UdpPort {
   std::optional<uint32_t> slot_;
   std::optional<uint32_t> position_;
   std::array<bool, kSlotCount> slot_owned_by_other_{};  // snapshot of the live group
+  // pidfds of the other members' processes: readable when one exits, so a crash is noticed
+  // at the next wait()/maintain() instead of at the next misdelivered datagram.
+  std::unordered_map<pid_t, int> member_pidfds_;
   int64_t last_prune_ns_ = 0;
   int64_t last_misdelivery_repair_ns_ = 0;
 

@@ -1,0 +1,138 @@
+// Several UdpPorts of one process sharing 127.0.0.1:<port>: each datagram must reach exactly
+// the port owning its destination QPN's slot, also after members leave.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "net/udp_port.hpp"
+#include "net_test_util.hpp"
+
+namespace uroce::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::bth_packet;
+using testing::dqpn_of;
+using testing::ip;
+using testing::receive;
+using testing::send_one;
+using testing::shared;
+using testing::unshared;
+
+// Sends `per_slot` datagrams into the range of every member and checks that each member gets
+// exactly its own (and nothing else).
+void expect_exact_steering(UdpPort& sender, std::vector<UdpPort*> members, uint16_t port,
+                           int per_slot = 8) {
+  std::map<UdpPort*, size_t> expected;
+  for (UdpPort* m : members) {
+    const QpnRange r = m->qpn_range();
+    for (int i = 0; i < per_slot; ++i) {
+      const uint32_t qpn =
+          r.base + static_cast<uint32_t>(i) * (r.count / static_cast<uint32_t>(per_slot));
+      ASSERT_EQ(send_one(sender, bth_packet(qpn), ip("127.0.0.1"), port), 1u);
+      ++expected[m];
+    }
+  }
+  for (UdpPort* m : members) {
+    auto got = receive(*m, expected[m] + 1, 150ms);  // +1: wait a little for strays
+    EXPECT_EQ(got.size(), expected[m]) << "slot " << *m->slot();
+    for (const auto& g : got) {
+      EXPECT_TRUE(m->qpn_range().contains(dqpn_of(g.bytes))) << std::hex << dqpn_of(g.bytes);
+    }
+    EXPECT_EQ(m->counters().rx_drop_misdelivered, 0u);
+  }
+}
+
+TEST(ReuseportSteering, TwoMembersEachGetTheirSlot) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24811;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(a.value()->slot(), 0u);
+  EXPECT_EQ(b.value()->slot(), 1u);
+  EXPECT_EQ(a.value()->position(), 0u);
+  EXPECT_EQ(b.value()->position(), 1u);
+  EXPECT_EQ(a.value()->qpn_range(), qpn_range_of_slot(0));
+  EXPECT_EQ(b.value()->qpn_range(), qpn_range_of_slot(1));
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  expect_exact_steering(*s.value(), {a.value().get(), b.value().get()}, kPort);
+}
+
+TEST(ReuseportSteering, ThreeMembersAndTheMiddleOneLeaves) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24812;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  auto b = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  auto c = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  expect_exact_steering(*s.value(), {a.value().get(), b.value().get(), c.value().get()}, kPort);
+
+  b.value().reset();  // leaves cleanly: c moves into position 1
+  a.value()->maintain();
+  c.value()->maintain();
+  EXPECT_EQ(c.value()->position(), 1u);
+  expect_exact_steering(*s.value(), {a.value().get(), c.value().get()}, kPort);
+  // The left slot has no owner now: its datagrams are dropped (by whoever the kernel picks).
+  ASSERT_EQ(send_one(*s.value(), bth_packet(qpn_range_of_slot(1).base), ip("127.0.0.1"), kPort),
+            1u);
+  (void)receive(*a.value(), 1, 50ms);
+  (void)receive(*c.value(), 1, 50ms);
+  EXPECT_EQ(a.value()->counters().rx_drop_no_owner + c.value()->counters().rx_drop_no_owner, 1u);
+
+  a.value().reset();  // the first one leaves: c moves into position 0
+  EXPECT_EQ(receive(*c.value(), 1, 10ms).size(), 0u);
+  EXPECT_EQ(c.value()->position(), 0u);
+  expect_exact_steering(*s.value(), {c.value().get()}, kPort);
+
+  // A newcomer takes the lowest free slot and the next position.
+  auto d = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.value()->slot(), 0u);
+  EXPECT_EQ(d.value()->position(), 1u);
+  expect_exact_steering(*s.value(), {c.value().get(), d.value().get()}, kPort);
+}
+
+TEST(ReuseportSteering, RequestedSlotAndConflicts) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24813;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path(), 9));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.value()->slot(), 9u);
+  EXPECT_EQ(a.value()->qpn_range().base, 9u << 18);
+  auto b = UdpPort::open(shared("127.0.0.1", kPort, dir.path(), 9));
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, EBUSY);
+  EXPECT_NE(b.error().message.find("QPN slot 9 on 127.0.0.1:24813 is taken"), std::string::npos)
+      << b.error().message;
+  auto c = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value()->slot(), 0u);
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  expect_exact_steering(*s.value(), {a.value().get(), c.value().get()}, kPort);
+}
+
+TEST(ReuseportSteering, ProbesAreNotData) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24814;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(a.ok());
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  auto probe = make_probe(0, 0x1234);
+  ASSERT_EQ(send_one(*s.value(), std::vector<uint8_t>(probe.begin(), probe.end()), ip("127.0.0.1"),
+                     kPort),
+            1u);
+  EXPECT_TRUE(receive(*a.value(), 1, 50ms).empty());
+  EXPECT_EQ(a.value()->counters().rx_probes, 1u);
+}
+
+}  // namespace
+}  // namespace uroce::net

@@ -1,0 +1,269 @@
+#include "net/udp_port.hpp"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "net/netdev.hpp"
+#include "net_test_util.hpp"
+
+namespace uroce::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::bth_packet;
+using testing::ip;
+using testing::receive;
+using testing::send_one;
+using testing::unshared;
+
+bool have_ipv6_loopback() {
+  int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+void tos_round_trip(const char* addr) {
+  auto a = UdpPort::open(unshared(addr));
+  auto b = UdpPort::open(unshared(addr));
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  UdpPort& tx = *a.value();
+  UdpPort& rx = *b.value();
+  ASSERT_NE(tx.port(), 0);
+  ASSERT_NE(rx.port(), 0);
+  // Not-ECT, ECT(0), CE, DSCP 26 (AF31), DSCP 26 + CE, DSCP 48 (CNP) + ECT(1).
+  const uint8_t toses[] = {0x00, 0x02, 0x03, 26 << 2, (26 << 2) | 3, (48 << 2) | 1};
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<TxDatagram> tx_burst;
+  for (size_t i = 0; i < std::size(toses); ++i)
+    payloads.push_back(bth_packet(0x100 + static_cast<uint32_t>(i), 40, static_cast<uint8_t>(i)));
+  for (size_t i = 0; i < std::size(toses); ++i) {
+    TxDatagram d;
+    d.data = payloads[i];
+    d.ip.ipv6 = !rx.local().is_v4();
+    d.ip.dst = rx.local().bytes;
+    d.ip.dport = rx.port();
+    d.tos = toses[i];
+    tx_burst.push_back(d);
+  }
+  ASSERT_EQ(tx.send_burst(tx_burst), std::size(toses));
+  EXPECT_EQ(tx.counters().tx_packets, std::size(toses));
+  EXPECT_EQ(tx.counters().tx_bytes, std::size(toses) * 52);
+  auto got = receive(rx, std::size(toses), 2s);
+  ASSERT_EQ(got.size(), std::size(toses));
+  const auto ifs = discover_interfaces();
+  ASSERT_TRUE(ifs.ok());
+  const Interface* lo = find_interface_by_addr(ifs.value(), ip(addr));
+  ASSERT_NE(lo, nullptr);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, payloads[i]);
+    EXPECT_EQ(got[i].meta.tos, toses[i]) << "datagram " << i;
+    EXPECT_EQ(got[i].meta.ttl, 64);
+    EXPECT_EQ(got[i].meta.ip.src, ip(addr).bytes);
+    EXPECT_EQ(got[i].meta.ip.dst, ip(addr).bytes);
+    EXPECT_EQ(got[i].meta.ip.sport, tx.port());
+    EXPECT_EQ(got[i].meta.ip.dport, rx.port());
+    EXPECT_EQ(got[i].meta.ip.ipv6, !ip(addr).is_v4());
+    EXPECT_EQ(got[i].meta.ifindex, lo->ifindex);
+  }
+  EXPECT_EQ(rx.counters().rx_packets, std::size(toses));
+  EXPECT_EQ(rx.counters().rx_bytes, std::size(toses) * 52);
+}
+
+TEST(UdpPort, TosRoundTripIpv4) {
+  tos_round_trip("127.0.0.1");
+}
+
+TEST(UdpPort, TrafficClassRoundTripIpv6) {
+  if (!have_ipv6_loopback()) GTEST_SKIP() << "no ::1 on this host";
+  tos_round_trip("::1");
+}
+
+TEST(UdpPort, BurstsLargerThanOneSyscall) {
+  auto a = UdpPort::open(unshared("127.0.0.1"));
+  auto b = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> payloads;
+  for (uint32_t i = 0; i < 150; ++i)
+    payloads.push_back(bth_packet(i, 1000, static_cast<uint8_t>(i)));
+  std::vector<TxDatagram> burst;
+  for (auto& p : payloads) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = b.value()->local().bytes;
+    d.ip.dport = b.value()->port();
+    burst.push_back(d);
+  }
+  ASSERT_EQ(a.value()->send_burst(burst), 150u);
+  auto got = receive(*b.value(), 150, 2s);
+  ASSERT_EQ(got.size(), 150u);
+  for (uint32_t i = 0; i < 150; ++i) EXPECT_EQ(got[i].bytes, payloads[i]);
+}
+
+TEST(UdpPort, PerQpSourcePort) {
+  auto a = UdpPort::open(unshared("127.0.0.1"));
+  auto b = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  UdpPort& tx = *a.value();
+  const auto p = bth_packet(0x11);
+  ASSERT_EQ(send_one(tx, p, tx.local(), b.value()->port(), 0, 0xC0DE), 1u);
+  ASSERT_EQ(send_one(tx, p, tx.local(), b.value()->port(), 0, 0xC0DE), 1u);
+  ASSERT_EQ(send_one(tx, p, tx.local(), b.value()->port(), 0, 0), 1u);
+  auto got = receive(*b.value(), 3, 2s);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].meta.ip.sport, 0xC0DE);
+  EXPECT_EQ(got[1].meta.ip.sport, 0xC0DE);
+  EXPECT_EQ(got[2].meta.ip.sport, tx.port());
+  EXPECT_EQ(tx.counters().tx_sport_fallback, 0u);
+
+  // A source port some other socket holds exclusively: sent from the bound port, counted.
+  int blocker = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(0);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  socklen_t len = sizeof sa;
+  getsockname(blocker, reinterpret_cast<sockaddr*>(&sa), &len);
+  const uint16_t taken = ntohs(sa.sin_port);
+  ASSERT_EQ(send_one(tx, p, tx.local(), b.value()->port(), 0, taken), 1u);
+  auto got2 = receive(*b.value(), 1, 2s);
+  ASSERT_EQ(got2.size(), 1u);
+  EXPECT_EQ(got2[0].meta.ip.sport, tx.port());
+  EXPECT_EQ(tx.counters().tx_sport_fallback, 1u);
+  close(blocker);
+}
+
+TEST(UdpPort, TruncatedAndTooBigAreCountedDrops) {
+  auto a = UdpPort::open(unshared("127.0.0.1"));
+  auto b = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto big = bth_packet(0x11, 200);
+  const auto small = bth_packet(0x12, 4);
+  ASSERT_EQ(send_one(*a.value(), big, a.value()->local(), b.value()->port()), 1u);
+  ASSERT_EQ(send_one(*a.value(), small, a.value()->local(), b.value()->port()), 1u);
+  std::vector<uint8_t> buf0(64), buf1(64);
+  RxDatagram rx[2];
+  rx[0].buf = buf0;
+  rx[1].buf = buf1;
+  size_t n = 0;
+  for (int i = 0; i < 100 && n == 0; ++i) {
+    n = b.value()->recv_burst(rx);
+    if (n == 0) (void)b.value()->wait(10ms);
+  }
+  ASSERT_EQ(n, 1u);  // the second datagram, moved into the first buffer
+  EXPECT_EQ(std::vector<uint8_t>(buf0.begin(), buf0.begin() + rx[0].len), small);
+  EXPECT_EQ(b.value()->counters().rx_drop_truncated, 1u);
+
+  // 66000 bytes never fit a UDP datagram: dropped with a counter, and consumed.
+  std::vector<uint8_t> huge(66000, 0);
+  EXPECT_EQ(send_one(*a.value(), huge, a.value()->local(), b.value()->port()), 1u);
+  EXPECT_EQ(a.value()->counters().tx_drop_too_big, 1u);
+  EXPECT_EQ(a.value()->counters().tx_packets, 2u);
+}
+
+TEST(UdpPort, WaitTimesOutWakesAndSeesData) {
+  auto a = UdpPort::open(unshared("127.0.0.1"));
+  auto b = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  UdpPort& rx = *b.value();
+  auto t0 = std::chrono::steady_clock::now();
+  WaitResult w = rx.wait(30ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 25ms);
+  EXPECT_FALSE(w.readable || w.woken);
+  EXPECT_TRUE(rx.wait(0ns, true).writable);
+
+  std::thread waker([&] {
+    std::this_thread::sleep_for(20ms);
+    rx.wake();
+  });
+  t0 = std::chrono::steady_clock::now();
+  w = rx.wait(-1ns);
+  waker.join();
+  EXPECT_TRUE(w.woken);
+  EXPECT_FALSE(w.readable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_FALSE(rx.wait(0ns).woken);  // the wake-up was consumed
+
+  ASSERT_EQ(send_one(*a.value(), bth_packet(0x11), rx.local(), rx.port()), 1u);
+  w = rx.wait(2s);
+  EXPECT_TRUE(w.readable);
+}
+
+TEST(UdpPort, AddressInUseByAnotherSocketSaysSo) {
+  int blocker = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(24801);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  testing::TempDir dir;
+  auto p = UdpPort::open(testing::shared("127.0.0.1", 24801, dir.path()));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, EADDRINUSE);
+  EXPECT_NE(p.error().message.find(
+                "UDP 127.0.0.1:24801 is in use by a socket that is not a uroce member"),
+            std::string::npos)
+      << p.error().message;
+  EXPECT_NE(p.error().message.find("ss -ulpn"), std::string::npos);
+  close(blocker);
+  // Nothing half-registered stays behind.
+  auto q = UdpPort::open(testing::shared("127.0.0.1", 24801, dir.path()));
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q.value()->slot(), 0u);
+  EXPECT_EQ(q.value()->position(), 0u);
+}
+
+TEST(UdpPort, UnknownAddressListsTheHostsAddresses) {
+  auto p = UdpPort::open(unshared("192.0.2.222", 24802));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, EADDRNOTAVAIL);
+  EXPECT_NE(
+      p.error().message.find("address 192.0.2.222 is not assigned to any interface of this host"),
+      std::string::npos)
+      << p.error().message;
+  EXPECT_NE(p.error().message.find("lo 127.0.0.1"), std::string::npos) << p.error().message;
+}
+
+TEST(UdpPort, BufferReportIsConsistent) {
+  UdpPortConfig c = unshared("127.0.0.1");
+  c.rcvbuf_bytes = 1 << 20;
+  c.sndbuf_bytes = 1 << 20;
+  auto p = UdpPort::open(c);
+  ASSERT_TRUE(p.ok());
+  const BufferReport& r = p.value()->buffers();
+  EXPECT_EQ(r.rcvbuf_requested, 1 << 20);
+  EXPECT_GT(r.rcvbuf_effective, 0);
+  EXPECT_EQ(r.rcvbuf_capped, r.rcvbuf_effective < r.rcvbuf_requested);
+  EXPECT_EQ(r.sndbuf_capped, r.sndbuf_effective < r.sndbuf_requested);
+  EXPECT_EQ(r.note.empty(), !(r.rcvbuf_capped || r.sndbuf_capped));
+
+  // Far above any default rmem_max: capped unless we may force it (CAP_NET_ADMIN).
+  c.rcvbuf_bytes = 1 << 30;
+  auto q = UdpPort::open(c);
+  ASSERT_TRUE(q.ok());
+  if (q.value()->buffers().rcvbuf_capped) {
+    EXPECT_NE(q.value()->buffers().note.find("net.core.rmem_max="), std::string::npos)
+        << q.value()->buffers().note;
+  }
+}
+
+TEST(UdpPort, UnsharedPortOwnsTheWholeQpnSpace) {
+  auto p = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p.value()->qpn_range(), whole_qpn_range());
+  EXPECT_FALSE(p.value()->slot().has_value());
+}
+
+}  // namespace
+}  // namespace uroce::net
