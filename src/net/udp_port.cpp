@@ -537,7 +537,8 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
     return 0;
   }
   size_t kept = 0;
-  bool misdelivered = false;
+  bool misdelivered = false;  // for a slot another live member owns
+  bool unowned = false;       // for a slot nobody owns (as far as we know)
   for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
     msghdr& h = msgs_[i].msg_hdr;
     RxDatagram& d = out[i];
@@ -584,10 +585,11 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
         d.ifindex = static_cast<int>(pi.ipi6_ifindex);
       }
     }
-    const uint64_t before = counters_.rx_drop_misdelivered + counters_.rx_drop_no_owner;
+    const uint64_t misdelivered_before = counters_.rx_drop_misdelivered;
+    const uint64_t unowned_before = counters_.rx_drop_no_owner;
     if (!keep_datagram(d)) {
-      if (counters_.rx_drop_misdelivered + counters_.rx_drop_no_owner != before)
-        misdelivered = true;
+      misdelivered |= counters_.rx_drop_misdelivered != misdelivered_before;
+      unowned |= counters_.rx_drop_no_owner != unowned_before;
       continue;
     }
     ++counters_.rx_packets;
@@ -605,11 +607,14 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
     }
     ++kept;
   }
-  if (misdelivered) {
-    // The group changed under us (a member died, joined or left): repair, but not more often
-    // than every 10 ms while a stale peer keeps sending to a dead QP.
+  if (misdelivered || unowned) {
+    // The kernel's positions and the program disagree (a member died, or moved when another
+    // left) or a member joined that we have not seen yet: repair. A stale peer that keeps
+    // sending to a dead QP must not make that a per-datagram cost: an unowned slot repairs
+    // only when the registry changed, a misdelivery at most every 10 ms.
     const int64_t now = mono_ns();
-    if (registry_->changed_since_last_seen() || now - last_misdelivery_repair_ns_ >= 10'000'000) {
+    const bool changed = registry_->changed_since_last_seen();
+    if (changed || (misdelivered && now - last_misdelivery_repair_ns_ >= 10'000'000)) {
       last_misdelivery_repair_ns_ = now;
       reconcile(false);
     }

@@ -119,6 +119,36 @@ TEST(ReuseportSteering, RequestedSlotAndConflicts) {
   expect_exact_steering(*s.value(), {a.value().get(), c.value().get()}, kPort);
 }
 
+TEST(ReuseportSteering, Ipv6LoopbackGroup) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24815;
+  auto a = UdpPort::open(shared("::1", kPort, dir.path()));
+  if (!a.ok() && a.error().code == EADDRNOTAVAIL) GTEST_SKIP() << "no ::1 on this host";
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = UdpPort::open(shared("::1", kPort, dir.path()));
+  auto v4 = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(b.ok() && v4.ok());
+  EXPECT_EQ(b.value()->position(), 1u);
+  EXPECT_EQ(v4.value()->slot(), 2u);      // slots are unique across the port's addresses...
+  EXPECT_EQ(v4.value()->position(), 0u);  // ...positions are per address (one group each)
+  auto s = UdpPort::open(unshared("::1"));
+  ASSERT_TRUE(s.ok());
+  for (UdpPort* m : {a.value().get(), b.value().get()}) {
+    for (uint32_t i = 0; i < 4; ++i) {
+      ASSERT_EQ(send_one(*s.value(), bth_packet(m->qpn_range().base + i), ip("::1"), kPort), 1u);
+    }
+  }
+  for (UdpPort* m : {a.value().get(), b.value().get()}) {
+    auto got = receive(*m, 5, 100ms);
+    ASSERT_EQ(got.size(), 4u);
+    for (const auto& g : got) {
+      EXPECT_TRUE(m->qpn_range().contains(dqpn_of(g.bytes)));
+      EXPECT_TRUE(g.meta.ip.ipv6);
+      EXPECT_EQ(g.meta.ip.dst, ip("::1").bytes);
+    }
+  }
+}
+
 TEST(ReuseportSteering, ProbesAreNotData) {
   testing::TempDir dir;
   constexpr uint16_t kPort = 24814;

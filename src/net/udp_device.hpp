@@ -1,0 +1,88 @@
+// The software RDMA device on real UDP: UdpPacketIo adapts UdpPorts to the device's burst
+// I/O interface, and open_udp_device() assembles a whole device::Device from the host.
+//
+//   auto dev = open_udp_device({.netdevs = {"lo"}, .bind = {127.0.0.1}, .udp_port = 4791});
+//   if (!dev) std::cerr << dev.error().message;    // one line a user can act on
+//
+// open_udp_device discovers the netdevs (one port per netdev), builds their rxe-style GID
+// tables, binds one UdpPort per local address (a GID's address) and hands the device the
+// ports' common QPN range. One socket per address is what makes "the GID index decides the
+// source address" work: a UDP socket bound to an address sends from it, with no
+// IP_PKTINFO juggling, and each such socket joins that address's reuseport group with the
+// same QPN slot so datagrams for this device's QPNs are steered to it on every address.
+//
+// UDP port other than 4791 (tests, side-by-side runs): the engine always builds and checks
+// ICRCs for destination port 4791 (rocev2-wire.md: the UDP ports are not masked). The adapter
+// sends to the configured port and presents received datagrams as sent to 4791, so two uroce
+// devices on the same non-standard port agree; on 4791 nothing is translated.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device/device.hpp"
+#include "device/packet_io.hpp"
+#include "net/ip_addr.hpp"
+#include "net/netdev.hpp"
+#include "net/result.hpp"
+#include "net/udp_port.hpp"
+
+namespace uroce::net {
+
+class UdpPacketIo final : public device::PacketIo {
+ public:
+  // `ports` all own the same QPN slot (or none share); `udp_port` is their bound port.
+  UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port);
+  ~UdpPacketIo() override;
+
+  size_t rx_burst(std::span<device::RxPacket> out) override;
+  size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
+  void wait(Nanos timeout, bool want_write) override;
+  void wake() override;
+  [[nodiscard]] bool can_send_from(const device::Gid& source) const override;
+
+  [[nodiscard]] const std::vector<std::unique_ptr<UdpPort>>& ports() const { return ports_; }
+
+ private:
+  UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
+
+  std::vector<std::unique_ptr<UdpPort>> ports_;
+  uint16_t udp_port_;
+  int wake_fd_ = -1;
+  size_t next_rx_port_ = 0;  // round-robin start, so one busy address cannot starve another
+  std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};
+  std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
+};
+
+struct UdpDeviceOptions {
+  std::string name = "uroce0";
+  std::vector<std::string> netdevs;  // empty: every netdev that is up and has an address
+  // Addresses to bind. Empty: every GID address of the chosen netdevs that can be bound
+  // (an address the kernel refuses with EADDRNOTAVAIL, like a tentative IPv6 one or a
+  // default GID without that link-local address, is left out and its GID gets
+  // EADDRNOTAVAIL on use). Given: each must bind, or open fails.
+  std::vector<IpAddr> bind;
+  uint16_t udp_port = kRoceV2Port;
+  uint32_t active_mtu = 0;  // bytes (256 .. 4096); 0: from the netdev MTU, as rxe
+  bool share = true;        // share each address's port with other processes (reuseport)
+  int slot = kAnySlot;      // QPN slot when sharing
+  std::string registry_dir;  // reuseport registry directory; empty: the per-user default
+  bool per_qp_source_port = true;
+  uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid
+  transport::DeviceLimits limits;
+  device::ProgressOptions progress;
+};
+
+[[nodiscard]] NetResult<std::unique_ptr<device::Device>> open_udp_device(
+    const UdpDeviceOptions& options);
+
+// The ports (netdevs and GID tables) open_udp_device would build, without binding anything:
+// for listing devices.
+[[nodiscard]] NetResult<std::vector<PortGids>> discover_device_ports(
+    const std::vector<std::string>& netdevs);
+
+}  // namespace uroce::net
