@@ -244,6 +244,51 @@ TEST(DecapFrame, EveryTruncationLength) {
   check_every_cut(LinkType::kIpv6, v6_datagram(), 0, 40);
 }
 
+// Mutated and cut frames of every link type: whatever decap_frame() answers, the spans it
+// returns lie inside the frame, the RoCE bytes inside the IP datagram, and kOk means the
+// IP and UDP length fields agree with what was returned.
+TEST(DecapFrame, MutatedFramesKeepSpansInside) {
+  const std::pair<LinkType, Bytes> seeds[] = {
+      {LinkType::kEthernet, test::ethernet(0x0800, v4_datagram(), {{0x8100, 1}})},
+      {LinkType::kEthernet, test::ethernet(0x86DD, v6_datagram())},
+      {LinkType::kLinuxSll, test::sll(0x0800, v4_datagram(kRoceV2Port, {.ihl = 6}))},
+      {LinkType::kLinuxSll2, test::sll2(0x86DD, v6_datagram())},
+      {LinkType::kRawIp, v4_datagram()},
+  };
+  uint32_t rng = 12345;
+  auto next = [&rng] {
+    rng = rng * 1103515245 + 12345;
+    return rng >> 8;
+  };
+  int ok = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto& [link, seed] = seeds[next() % std::size(seeds)];
+    Bytes frame = seed;
+    for (uint32_t flips = next() % 4; flips > 0; --flips) {
+      frame[next() % frame.size()] = static_cast<uint8_t>(next());
+    }
+    frame.resize(next() % (frame.size() + 8));
+    RoceFrame f;
+    const FrameError e = decap(link, frame, f);
+    if (e != FrameError::kOk && e != FrameError::kRoceCut) continue;
+    ok += e == FrameError::kOk;
+    ASSERT_FALSE(f.ip_datagram.empty());
+    // `decap` copied the frame; compare offsets within the datagram only.
+    ASSERT_LE(f.ip_datagram.size(), frame.size());
+    ASSERT_GE(f.roce.data(), f.ip_datagram.data());
+    ASSERT_LE(f.roce.data() + f.roce.size(), f.ip_datagram.data() + f.ip_datagram.size());
+    if (e == FrameError::kOk) {
+      ASSERT_EQ(f.ip.dport, kRoceV2Port);
+      const size_t udp_len = f.roce.size() + 8;
+      ASSERT_EQ(static_cast<size_t>(f.roce.data() - f.ip_datagram.data()) + f.roce.size(),
+                f.ip_datagram.size());
+      const auto* udp = f.roce.data() - 8;
+      ASSERT_EQ(static_cast<size_t>(udp[4] << 8 | udp[5]), udp_len);
+    }
+  }
+  EXPECT_GT(ok, 100);  // the mutations leave enough frames intact to exercise the kOk path
+}
+
 TEST(DecapFrame, ErrorNames) {
   EXPECT_EQ(frame_error_name(FrameError::kOk), "ok");
   EXPECT_EQ(frame_error_name(FrameError::kTruncated), "truncated");
