@@ -1,0 +1,184 @@
+// Device: one software RDMA NIC. Owns a transport::Engine (PDs, MRs, CQs, SRQs, QPs and the
+// protocol), a PacketIo that moves its packets, the GID table and the port/device attributes,
+// the completion channels and the async event queue, and the progress thread.
+//
+//   Device dev(config, std::move(io));      // starts the progress thread
+//   pd = dev.alloc_pd(); mr = dev.reg_mr(pd, buf, len, access, /*pin=*/false);
+//   ch = dev.create_comp_channel(); cq = dev.create_cq(256, ch);
+//   qp = dev.create_qp(pd, init); dev.modify_qp(qpn, attr, mask);   // AV: sgid_index resolved
+//   dev.post_send(qpn, wr); dev.poll_cq(cq, wcs);
+//   dev.req_notify_cq(cq, false); poll(channel_fd(ch)); get_cq_event(ch, 0); ack_cq_events(cq, 1)
+//
+// Threading: every method is thread-safe. The engine is single-threaded, so one mutex
+// (engine_mu_) serialises every engine call; the critical sections are the engine calls
+// themselves, never a syscall. A second mutex (io_mu_) makes one thread at a time drive the
+// PacketIo: the progress thread, or an application thread inside post_send / poll_cq that
+// found the I/O free (ProgressOptions::app_calls_drive). docs/api.md has the whole model.
+//
+// This is the layer the C++ API (include/uroce) and the libibverbs shim sit on: objects are
+// plain ids, results are transport::Status / Result with ibverbs errno values.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "device/device_types.hpp"
+#include "device/event_queue.hpp"
+#include "device/packet_io.hpp"
+#include "transport/engine.hpp"
+
+namespace uroce::device {
+
+using transport::CqId;
+using transport::PdId;
+using transport::Result;
+using transport::SrqId;
+using transport::Status;
+
+enum class ChannelId : uint32_t {};
+
+class Device {
+ public:
+  Device(DeviceConfig config, std::unique_ptr<PacketIo> io);
+  ~Device();  // stops the progress thread; unpins what is still pinned
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  [[nodiscard]] const std::string& name() const { return config_.name; }
+  [[nodiscard]] const DeviceConfig& config() const { return config_; }
+
+  // ---- Attributes.
+  [[nodiscard]] DeviceAttr query_device() const;
+  Status query_port(uint8_t port_num, PortAttr& attr) const;  // EINVAL: no such port
+  // EINVAL: no such port or index beyond the table; ENODATA: empty entry.
+  Status query_gid(uint8_t port_num, uint32_t index, Gid& gid) const;
+  [[nodiscard]] const std::vector<PortInfo>& ports() const { return config_.ports; }
+
+  // Resolves an address vector's source: sgid = GID table[port_num][sgid_index]. EINVAL
+  // beyond the table, ENODATA for an empty entry, EADDRNOTAVAIL when the driver cannot send
+  // from that address (no socket bound to it).
+  Status resolve_av(transport::AhAttr& ah) const;
+
+  // ---- Resources.
+  Result<PdId> alloc_pd();
+  Status dealloc_pd(PdId pd);
+  // pin: mlock the range (RLIMIT_MEMLOCK checked first: ENOMEM with the fix in the message).
+  Result<transport::MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access,
+                                   bool pin = false);
+  Status dereg_mr(uint32_t lkey);
+
+  Result<ChannelId> create_comp_channel();
+  Status destroy_comp_channel(ChannelId ch);  // EBUSY while a CQ uses it
+  [[nodiscard]] int channel_fd(ChannelId ch) const;  // -1: no such channel
+
+  Result<CqId> create_cq(uint32_t cqe, std::optional<ChannelId> channel = std::nullopt);
+  // EBUSY while a QP uses it or events got from its channel are not acked yet.
+  Status destroy_cq(CqId cq);
+  [[nodiscard]] uint32_t cq_capacity(CqId cq) const;
+
+  Result<SrqId> create_srq(PdId pd, const transport::SrqInitAttr& attr);
+  Status modify_srq(SrqId srq, const transport::SrqAttr& attr, uint32_t mask);
+  Status query_srq(SrqId srq, transport::SrqAttr& attr) const;
+  Status destroy_srq(SrqId srq);
+
+  Result<transport::QpInfo> create_qp(PdId pd, const transport::QpInitAttr& attr);
+  // With kQpAv the AV's source GID is resolved from sgid_index first (resolve_av).
+  Status modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t mask);
+  Status query_qp(uint32_t qpn, transport::QpAttr& attr, transport::QpInitAttr& init) const;
+  Status destroy_qp(uint32_t qpn);
+
+  // ---- Data path.
+  // UD: wr.ud.ah must be resolved (resolve_av, or an AddressHandle of the C++ API).
+  Status post_send(uint32_t qpn, const transport::SendWr& wr);
+  Status post_recv(uint32_t qpn, const transport::RecvWr& wr);
+  Status post_srq_recv(SrqId srq, const transport::RecvWr& wr);
+  int poll_cq(CqId cq, std::span<transport::Wc> out);  // count or -EINVAL
+  Status req_notify_cq(CqId cq, bool solicited_only);
+
+  // ---- Completion channels (ibv_get_cq_event / ibv_ack_cq_events).
+  // One CQ that got a completion after req_notify_cq; waits up to `timeout` (0: poll,
+  // negative: forever). EAGAIN: none. Every event got must be acked before destroy_cq.
+  Result<CqId> get_cq_event(ChannelId ch, Nanos timeout);
+  void ack_cq_events(CqId cq, uint32_t count);
+
+  // ---- Async events (ibv_get_async_event): QP fatal, SRQ limit, last WQE, CQ error.
+  [[nodiscard]] int async_fd() const { return async_.fd(); }
+  Result<transport::AsyncEvent> get_async_event(Nanos timeout) { return async_.pop(timeout); }
+
+  // ---- Counters (snapshots).
+  [[nodiscard]] transport::Counters counters() const;
+  [[nodiscard]] std::optional<transport::Counters> qp_counters(uint32_t qpn) const;
+
+  // One progress pass from the caller's thread (rx, timers, tx, events) if the I/O is free.
+  // Returns true when it did any work. For drivers without the progress thread.
+  bool progress();
+
+  [[nodiscard]] static TimePoint now();
+
+ private:
+  struct CqState {
+    std::optional<ChannelId> channel;
+    uint64_t events_got = 0;
+    uint64_t events_acked = 0;
+  };
+  struct Channel {
+    std::unique_ptr<EventQueue<CqId>> queue;
+    uint32_t cqs = 0;
+  };
+  struct PinnedRange {
+    void* addr = nullptr;
+    size_t length = 0;
+  };
+
+  // Progress (progress.cpp).
+  void progress_loop();
+  bool io_pass();      // with io_mu_ held: one rx / timer / tx / event round
+  bool flush_tx();     // with io_mu_ held: tx only
+  size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
+  size_t send_pending();
+  void dispatch_events(std::span<const transport::AsyncEvent> events);
+  void kick();  // after posting: send now if the I/O is free, else wake the progress thread
+
+  const PortInfo* port(uint8_t port_num) const;
+
+  DeviceConfig config_;
+  std::unique_ptr<PacketIo> io_;
+  transport::Engine engine_;
+  mutable std::mutex engine_mu_;
+  std::mutex io_mu_;
+
+  // Guarded by io_mu_: preallocated packet buffers.
+  std::vector<uint8_t> rx_storage_;
+  std::vector<RxPacket> rx_;
+  std::vector<uint8_t> tx_storage_;
+  std::vector<transport::TxSlot> tx_;
+  size_t tx_head_ = 0;  // tx_[tx_head_, tx_head_ + tx_count_) built, not yet sent
+  size_t tx_count_ = 0;
+  std::vector<transport::AsyncEvent> events_scratch_;
+
+  // Guarded by engine_mu_.
+  std::unordered_map<uint32_t, PinnedRange> pinned_;  // by lkey
+  size_t pinned_bytes_ = 0;
+
+  // Lock order: engine_mu_, then channel_mu_.
+  mutable std::mutex channel_mu_;
+  std::unordered_map<uint32_t, CqState> cqs_;
+  std::unordered_map<uint32_t, Channel> channels_;
+  uint32_t next_channel_ = 1;
+
+  EventQueue<transport::AsyncEvent> async_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> kicked_{false};
+  std::thread thread_;
+};
+
+}  // namespace uroce::device

@@ -1,0 +1,71 @@
+// EventQueue<T>: a FIFO whose non-empty state is an eventfd, so an application can wait for
+// it with poll/epoll/select next to its other file descriptors. The eventfd is a semaphore
+// (EFD_SEMAPHORE) and non-blocking: every push adds 1, every successful pop reads 1, so the
+// fd is readable exactly while items are queued. Thread-safe; pushes come from the progress
+// thread, pops from application threads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "common/time.hpp"
+#include "transport/verbs_types.hpp"
+
+namespace uroce::device {
+
+class EventFd {
+ public:
+  EventFd();  // EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC; fd() < 0 if the kernel refused
+  ~EventFd();
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+
+  [[nodiscard]] int fd() const { return fd_; }
+  void signal() const;     // +1
+  bool try_take() const;   // -1 if > 0; false when 0
+  // Waits until readable or `timeout` (negative: forever). True when readable.
+  bool wait_readable(Nanos timeout) const;
+
+ private:
+  int fd_ = -1;
+};
+
+template <typename T>
+class EventQueue {
+ public:
+  [[nodiscard]] int fd() const { return efd_.fd(); }
+  [[nodiscard]] bool valid() const { return efd_.fd() >= 0; }
+
+  void push(const T& item) {
+    {
+      std::lock_guard lock(mu_);
+      items_.push_back(item);
+    }
+    efd_.signal();
+  }
+
+  // Pops one item; waits up to `timeout` (0: poll, negative: forever). EAGAIN when none
+  // arrived in time.
+  transport::Result<T> pop(Nanos timeout) {
+    for (;;) {
+      if (efd_.try_take()) {
+        std::lock_guard lock(mu_);
+        T item = items_.front();
+        items_.pop_front();
+        return item;
+      }
+      if (timeout == Nanos::zero() || !efd_.wait_readable(timeout)) {
+        return transport::Status(EAGAIN, "no event queued");
+      }
+    }
+  }
+
+ private:
+  EventFd efd_;
+  std::mutex mu_;
+  std::deque<T> items_;
+};
+
+}  // namespace uroce::device

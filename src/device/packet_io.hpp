@@ -1,0 +1,51 @@
+// PacketIo: the one burst I/O interface between a Device and whatever moves its packets
+// (UDP sockets in src/net, an in-memory pair in tests, later io_uring / AF_XDP).
+//
+//   rx_burst(out)   fills out[0..n) without blocking, returns n
+//   tx_burst(pkts)  sends pkts in order, returns how many were consumed; fewer than
+//                   pkts.size() is backpressure: wait(..., want_write) and retry the rest
+//   wait(timeout)   sleeps until readable (or writable if asked), wake(), or timeout
+//   wake()          interrupts wait() from any thread; a wake with nobody waiting makes the
+//                   next wait() return at once (it is sticky, like an eventfd)
+//
+// Packets are RoCE v2 UDP payloads (BTH .. ICRC) with a transport::PacketMeta saying where
+// they come from / go to. Only the progress thread calls rx_burst/tx_burst/wait (the device
+// serialises them); wake() and can_send_from() are called from application threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/time.hpp"
+#include "transport/engine.hpp"
+
+namespace uroce::device {
+
+using Gid = std::array<uint8_t, 16>;
+
+struct RxPacket {
+  std::span<uint8_t> buf;  // in: room for one packet (>= kPacketBufferSize)
+  size_t len = 0;          // out: bytes received
+  transport::PacketMeta meta;
+};
+
+// Room for any packet the engine builds or accepts: a 4096-byte payload plus headers.
+inline constexpr size_t kPacketBufferSize = 4096 + 128;
+
+class PacketIo {
+ public:
+  virtual ~PacketIo() = default;
+
+  virtual size_t rx_burst(std::span<RxPacket> out) = 0;
+  virtual size_t tx_burst(std::span<const transport::TxSlot> pkts) = 0;
+  virtual void wait(Nanos timeout, bool want_write) = 0;  // negative timeout: no limit
+  virtual void wake() = 0;
+
+  // True when a packet with this source GID (an IP address) can be sent. The GID index of
+  // an address vector chooses the source address, so the device refuses an AV whose
+  // source this driver cannot send from. Thread-safe.
+  [[nodiscard]] virtual bool can_send_from(const Gid& source) const = 0;
+};
+
+}  // namespace uroce::device

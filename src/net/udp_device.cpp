@@ -1,0 +1,293 @@
+#include "net/udp_device.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace uroce::net {
+
+// ---------------------------------------------------------------------------------------
+// UdpPacketIo
+
+UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port)
+    : ports_(std::move(ports)),
+      udp_port_(udp_port),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+UdpPacketIo::~UdpPacketIo() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+UdpPort* UdpPacketIo::port_for(const std::array<uint8_t, 16>& src) const {
+  for (const auto& p : ports_) {
+    if (p->local().bytes == src) return p.get();
+  }
+  return nullptr;
+}
+
+bool UdpPacketIo::can_send_from(const device::Gid& source) const {
+  return port_for(source) != nullptr;
+}
+
+size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
+  size_t total = 0;
+  const size_t n_ports = ports_.size();
+  for (size_t k = 0; k < n_ports && total < out.size(); ++k) {
+    UdpPort& port = *ports_[(next_rx_port_ + k) % n_ports];
+    const size_t room = std::min(out.size() - total, rx_scratch_.size());
+    for (size_t i = 0; i < room; ++i) rx_scratch_[i].buf = out[total + i].buf;
+    const size_t n = port.recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room));
+    for (size_t i = 0; i < n; ++i) {
+      const RxDatagram& d = rx_scratch_[i];
+      device::RxPacket& p = out[total + i];
+      // recv_burst may have dropped datagrams in between: copy into the slot whose buffer
+      // the datagram actually landed in, which is slot i only if nothing was dropped.
+      if (d.buf.data() != p.buf.data()) std::memcpy(p.buf.data(), d.buf.data(), d.len);
+      p.len = d.len;
+      p.meta = transport::PacketMeta{};
+      p.meta.ip = d.ip;
+      if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
+      p.meta.tos = d.tos;
+      p.meta.ttl = d.ttl;
+      p.meta.ip_id_known = false;
+    }
+    total += n;
+  }
+  if (n_ports != 0) next_rx_port_ = (next_rx_port_ + 1) % n_ports;
+  return total;
+}
+
+size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
+  size_t done = 0;
+  while (done < pkts.size()) {
+    const auto& src = pkts[done].meta.ip.src;
+    UdpPort* port = port_for(src);
+    size_t run = 0;
+    while (done + run < pkts.size() && run < tx_scratch_.size() &&
+           pkts[done + run].meta.ip.src == src) {
+      const transport::TxSlot& s = pkts[done + run];
+      TxDatagram& d = tx_scratch_[run];
+      d.data = std::span<const uint8_t>(s.buf.data(), s.len);
+      d.ip = s.meta.ip;
+      if (d.ip.dport == kRoceV2Port) d.ip.dport = udp_port_;
+      d.tos = s.meta.tos;
+      d.scope_id = 0;
+      ++run;
+    }
+    if (port == nullptr) {
+      // The device checks sources when an AV is set, so this is a packet nobody can send:
+      // consume it (the requester's retry/timeout reports the failure).
+      done += run;
+      continue;
+    }
+    const size_t sent = port->send_burst(std::span<const TxDatagram>(tx_scratch_.data(), run));
+    done += sent;
+    if (sent < run) break;  // socket buffer full: backpressure
+  }
+  return done;
+}
+
+void UdpPacketIo::wait(Nanos timeout, bool want_write) {
+  for (auto& p : ports_) p->maintain();
+  std::array<pollfd, 65> fds{};
+  size_t n = 0;
+  fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
+  for (auto& p : ports_) {
+    if (n == fds.size()) break;
+    fds[n++] = pollfd{.fd = p->fd(),
+                      .events = static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)),
+                      .revents = 0};
+  }
+  timespec ts{};
+  timespec* tsp = nullptr;
+  if (timeout.count() >= 0) {
+    ts.tv_sec = timeout.count() / 1'000'000'000;
+    ts.tv_nsec = timeout.count() % 1'000'000'000;
+    tsp = &ts;
+  }
+  if (ppoll(fds.data(), n, tsp, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
+    uint64_t v = 0;
+    while (read(wake_fd_, &v, sizeof v) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void UdpPacketIo::wake() {
+  uint64_t one = 1;
+  while (write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// open_udp_device
+
+namespace {
+
+std::string mtu_text(uint32_t bytes) { return std::to_string(bytes); }
+
+device::PortInfo port_info_of(const PortGids& pg, uint32_t active_mtu) {
+  device::PortInfo p;
+  p.port_num = pg.port_num;
+  p.netdev = pg.netdev.name;
+  p.netdev_mtu = pg.netdev.mtu;
+  p.active_mtu = static_cast<transport::Mtu>(ib_mtu_enum(active_mtu));
+  const bool up = pg.netdev.admin_up && pg.netdev.running &&
+                  (pg.netdev.oper == OperState::kUp || pg.netdev.oper == OperState::kUnknown);
+  p.state = up ? device::PortState::kActive : device::PortState::kDown;
+  p.speed_mbps = pg.netdev.speed_mbps;
+  for (const GidEntry& g : pg.gids) {
+    if (g.index >= p.gids.size()) p.gids.resize(g.index + 1);
+    p.gids[g.index] = device::GidTableEntry{g.gid, g.netdev};
+  }
+  return p;
+}
+
+uint64_t node_guid_of(const std::vector<PortGids>& ports) {
+  for (const PortGids& p : ports) {
+    if (p.netdev.mac) return device::node_guid_from_mac(*p.netdev.mac);
+  }
+  // No MAC anywhere (only lo): a locally administered MAC from the first IPv4 address.
+  std::array<uint8_t, 6> mac = {0x02, 0x00, 0x7F, 0x00, 0x00, 0x01};
+  for (const PortGids& p : ports) {
+    if (!p.netdev.ipv4.empty()) {
+      const auto& b = p.netdev.ipv4.front().addr.bytes;
+      mac = {0x02, 0x00, b[12], b[13], b[14], b[15]};
+      break;
+    }
+  }
+  return device::node_guid_from_mac(mac);
+}
+
+struct BindTarget {
+  IpAddr addr;
+  uint32_t scope_id = 0;
+};
+
+}  // namespace
+
+NetResult<std::vector<PortGids>> discover_device_ports(const std::vector<std::string>& netdevs) {
+  auto all = discover_interfaces();
+  if (!all) return all.error();
+  std::vector<Interface> selected = select_device_netdevs(all.value(), netdevs);
+  if (selected.empty()) {
+    std::string wanted;
+    for (const auto& n : netdevs) wanted += (wanted.empty() ? "" : ",") + n;
+    return NetError{ENODEV, (netdevs.empty()
+                                 ? std::string("no netdev is up with an address")
+                                 : "no netdev among [" + wanted + "] is up with an address") +
+                                "; host has: " + describe_host_addresses(all.value())};
+  }
+  return build_ports(selected);
+}
+
+NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOptions& options) {
+  auto discovered = discover_device_ports(options.netdevs);
+  if (!discovered) return discovered.error();
+  std::vector<PortGids>& ports = discovered.value();
+
+  if (options.active_mtu != 0 && ib_mtu_enum(options.active_mtu) == 0) {
+    return NetError{EINVAL, "active MTU " + mtu_text(options.active_mtu) +
+                                " is not an IB MTU: use 256, 512, 1024, 2048 or 4096"};
+  }
+  std::vector<device::PortInfo> infos;
+  uint32_t engine_mtu = 4096;
+  for (const PortGids& pg : ports) {
+    uint32_t mtu = pg.active_mtu;
+    if (mtu == 0) {
+      return NetError{EINVAL, "netdev " + pg.netdev.name + " has MTU " +
+                                  mtu_text(pg.netdev.mtu) +
+                                  ", too small for RoCE v2 (needs >= 336: 256 + 80 header "
+                                  "bytes); raise it with `ip link set " +
+                                  pg.netdev.name + " mtu 1500` or leave the netdev out"};
+    }
+    if (options.active_mtu != 0) {
+      if (options.active_mtu > mtu) {
+        return NetError{EINVAL, "active MTU " + mtu_text(options.active_mtu) + " exceeds what " +
+                                    pg.netdev.name + " (MTU " + mtu_text(pg.netdev.mtu) +
+                                    ") carries: at most " + mtu_text(mtu)};
+      }
+      mtu = options.active_mtu;
+    }
+    engine_mtu = std::min(engine_mtu, mtu);
+    infos.push_back(port_info_of(pg, mtu));
+  }
+
+  // Addresses to bind: the given ones (each must be a GID of the device), or every GID's.
+  std::vector<BindTarget> targets;
+  if (!options.bind.empty()) {
+    for (const IpAddr& a : options.bind) {
+      auto loc = find_gid(ports, a);
+      if (!loc) {
+        return NetError{EADDRNOTAVAIL, "no GID of " + options.name + " has address " +
+                                           a.to_string() +
+                                           "; choose one of: " + format_gid_table(options.name, ports)};
+      }
+      targets.push_back(BindTarget{a, loc->entry->scope_id});
+    }
+  } else {
+    for (const PortGids& pg : ports) {
+      for (const GidEntry& g : pg.gids) {
+        IpAddr a;
+        a.bytes = g.gid;
+        bool seen = std::any_of(targets.begin(), targets.end(),
+                                [&](const BindTarget& t) { return t.addr == a; });
+        if (!seen) targets.push_back(BindTarget{a, g.scope_id});
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<UdpPort>> udp_ports;
+  int slot = options.slot;
+  for (const BindTarget& t : targets) {
+    UdpPortConfig cfg;
+    cfg.local = t.addr;
+    cfg.scope_id = t.scope_id;
+    cfg.port = options.udp_port;
+    cfg.share = options.share;
+    cfg.slot = slot;
+    cfg.registry_dir = options.registry_dir;
+    cfg.per_qp_source_port = options.per_qp_source_port;
+    auto opened = UdpPort::open(cfg);
+    if (!opened) {
+      if (options.bind.empty() && opened.error().code == EADDRNOTAVAIL) continue;
+      return opened.error();
+    }
+    // Every address must steer this device's QPNs here: the same slot everywhere.
+    if (opened.value()->slot()) slot = static_cast<int>(*opened.value()->slot());
+    udp_ports.push_back(std::move(opened.value()));
+  }
+  if (udp_ports.empty()) {
+    return NetError{EADDRNOTAVAIL, "could not bind UDP port " + std::to_string(options.udp_port) +
+                                       " on any address of " + options.name +
+                                       "; give bind addresses explicitly"};
+  }
+
+  device::DeviceConfig config;
+  config.name = options.name;
+  config.node_guid = node_guid_of(ports);
+  config.ports = std::move(infos);
+  config.progress = options.progress;
+  config.engine.limits = options.limits;
+  config.engine.active_mtu = static_cast<transport::Mtu>(ib_mtu_enum(engine_mtu));
+  const QpnRange range = udp_ports.front()->qpn_range();
+  config.engine.qpn_base = range.base;
+  config.engine.qpn_count = std::min(range.count, options.limits.max_qp);
+  uint64_t seed = options.seed;
+  if (seed == 0) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    seed = (static_cast<uint64_t>(ts.tv_nsec) << 20) ^ static_cast<uint64_t>(ts.tv_sec) ^
+           (static_cast<uint64_t>(getpid()) << 40);
+  }
+  config.engine.seed = seed;
+
+  auto io = std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port);
+  return std::make_unique<device::Device>(std::move(config), std::move(io));
+}
+
+}  // namespace uroce::net
