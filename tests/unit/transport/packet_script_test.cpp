@@ -1,0 +1,743 @@
+// Narrated packet scripts: one engine QP, the test plays the peer packet by packet and
+// asserts on every packet the engine transmits, on memory, on completions and on every
+// counter. Each script reads as "receive X / expect Y"; the rules cited are IBTA Vol 1
+// chapter 9 (C9-xx) and what Linux rxe does (shared/docs/linux-rxe-facts.md §2d).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "script_harness.hpp"
+
+namespace uroce::script {
+namespace {
+
+using transport::Wc;
+using transport::WcFlag;
+using transport::WcOpcode;
+using transport::WrOpcode;
+using wire::NakCode;
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
+  return v;
+}
+
+std::vector<uint8_t> bytes_of(const char* s) {
+  return std::vector<uint8_t>(s, s + std::strlen(s));
+}
+
+void expect_recv_wc(const Wc& wc, uint64_t wr_id, uint32_t byte_len, uint32_t qpn) {
+  EXPECT_EQ(wc.wr_id, wr_id);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(wc.opcode, WcOpcode::kRecv);
+  EXPECT_EQ(wc.byte_len, byte_len);
+  EXPECT_EQ(wc.qp_num, qpn);
+  EXPECT_EQ(wc.wc_flags, transport::kWcGrh);
+}
+
+void expect_send_wc(const Wc& wc, uint64_t wr_id, WcStatus status, WcOpcode op = WcOpcode::kSend) {
+  EXPECT_EQ(wc.wr_id, wr_id);
+  EXPECT_EQ(wc.status, status);
+  if (status == WcStatus::kSuccess) {
+    EXPECT_EQ(wc.opcode, op);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Responder: PSN sequence errors (IBA 9.7.5.1.1, C9-98..: one NAK per gap).
+
+TEST(PacketScript, GapGetsOneSequenceNakThenSilenceUntilFilledAcrossTheWrap) {
+  ScriptOptions o;
+  o.rq_psn = 0xFFFFFE;
+  ScriptQp s(o);
+  for (uint64_t i = 0; i < 4; ++i) s.post_recv(100 + i, i * 256, 256);
+
+  // receive SEND psn=0xFFFFFE / expect ACK psn=0xFFFFFE msn=1
+  s.receive(s.request(Op::kSendOnly, 0xFFFFFE), {'a', 'b'});
+  expect_ack(one(s.transmit()), 0xFFFFFE, 1);
+
+  // receive SEND psn=0x000000 (0xFFFFFF is missing) / expect NAK PSN-sequence-error carrying ePSN
+  s.receive(s.request(Op::kSendOnly, 0x000000), {'c'});
+  expect_nak(one(s.transmit()), NakCode::kPsnSequenceError, 0xFFFFFF, 1);
+
+  // receive SEND psn=0x000001, then psn=0x000000 again / expect nothing (one NAK per gap)
+  s.receive(s.request(Op::kSendOnly, 0x000001), {'d'});
+  EXPECT_TRUE(s.transmit().empty());
+  s.receive(s.request(Op::kSendOnly, 0x000000), {'c'});
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_EQ(s.recv_wcs().size(), 1u) << "out-of-sequence SENDs must not complete";
+
+  // receive the missing psn=0xFFFFFF, then the resent 0x000000 and 0x000001 / expect ACKs
+  s.receive(s.request(Op::kSendOnly, 0xFFFFFF), {'e', 'f', 'g'});
+  expect_ack(one(s.transmit()), 0xFFFFFF, 2);
+  s.receive(s.request(Op::kSendOnly, 0x000000), {'c'});
+  expect_ack(one(s.transmit()), 0x000000, 3);
+  s.receive(s.request(Op::kSendOnly, 0x000001), {'d'});
+  expect_ack(one(s.transmit()), 0x000001, 4);
+
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  expect_recv_wc(wcs[0], 101, 3, s.qpn());
+  expect_recv_wc(wcs[1], 102, 1, s.qpn());
+  expect_recv_wc(wcs[2], 103, 1, s.qpn());
+  EXPECT_EQ(std::memcmp(s.mem(0), "ab", 2), 0);
+  EXPECT_EQ(std::memcmp(s.mem(256), "efg", 3), 0);
+  EXPECT_EQ(std::memcmp(s.mem(512), "c", 1), 0);
+  EXPECT_EQ(std::memcmp(s.mem(768), "d", 1), 0);
+
+  // A second gap after the first one was filled NAKs again.
+  s.receive(s.request(Op::kSendOnly, 0x000005), {'x'});
+  expect_nak(one(s.transmit()), NakCode::kPsnSequenceError, 0x000002, 4);
+
+  s.expect_qp_counters(
+      {{Counter::kOutOfSeqRequest, 4}, {Counter::kDropOutOfSequence, 2}, {Counter::kRdmaRecvs, 4}});
+}
+
+// ---------------------------------------------------------------------------------------
+// Responder: duplicates (IBA 9.7.5.1.3). SEND/WRITE are ACKed again with ePSN-1 (C9-105) and
+// never executed twice.
+
+TEST(PacketScript, DuplicateSendAndWriteAreReAckedAndNotExecutedTwice) {
+  ScriptOptions o;
+  o.rq_psn = 100;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 64);
+  s.post_recv(2, 64, 64);
+
+  // receive SEND psn=100 "hello" / expect ACK psn=100 msn=1 and one receive completion
+  s.receive(s.request(Op::kSendOnly, 100), bytes_of("hello"));
+  expect_ack(one(s.transmit()), 100, 1);
+  std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 1, 5, s.qpn());
+
+  // receive SEND psn=100 again (other bytes) / expect ACK psn=100 msn=1, nothing consumed
+  s.receive(s.request(Op::kSendOnly, 100), bytes_of("HELLO"));
+  expect_ack(one(s.transmit()), 100, 1);
+  EXPECT_TRUE(s.recv_wcs().empty());
+  EXPECT_EQ(std::memcmp(s.mem(0), "hello", 5), 0);
+  EXPECT_EQ(s.load64(64), 0u) << "the second receive WQE must stay untouched";
+
+  // receive WRITE psn=101 "wxyz" / expect ACK psn=101 msn=2
+  s.receive(s.rdma(Op::kWriteOnly, 101, s.va(1024), s.mr().rkey, 4), bytes_of("wxyz"));
+  expect_ack(one(s.transmit()), 101, 2);
+  EXPECT_EQ(std::memcmp(s.mem(1024), "wxyz", 4), 0);
+
+  // The application reuses the buffer; a re-executed WRITE would overwrite it.
+  std::memcpy(s.mem(1024), "0000", 4);
+  // receive WRITE psn=101 again / expect ACK psn=101 msn=2, memory unchanged
+  s.receive(s.rdma(Op::kWriteOnly, 101, s.va(1024), s.mr().rkey, 4), bytes_of("wxyz"));
+  expect_ack(one(s.transmit()), 101, 2);
+  EXPECT_EQ(std::memcmp(s.mem(1024), "0000", 4), 0);
+
+  // receive the older SEND psn=100 once more / expect ACK with ePSN-1 = 101, msn=2
+  s.receive(s.request(Op::kSendOnly, 100), bytes_of("hello"));
+  expect_ack(one(s.transmit()), 101, 2);
+
+  // A duplicate without AckReq is ACKed all the same (rxe duplicate_request).
+  s.receive(s.request(Op::kSendOnly, 100, /*ackreq=*/false), bytes_of("hello"));
+  expect_ack(one(s.transmit()), 101, 2);
+
+  // receive SEND psn=102 / expect ACK psn=102 msn=3 on the second receive WQE
+  s.receive(s.request(Op::kSendOnly, 102), bytes_of("next"));
+  expect_ack(one(s.transmit()), 102, 3);
+  wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 2, 4, s.qpn());
+  EXPECT_EQ(std::memcmp(s.mem(64), "next", 4), 0);
+
+  s.expect_qp_counters(
+      {{Counter::kDuplicateRequest, 4}, {Counter::kRdmaRecvs, 2}, {Counter::kRxWriteRequests, 1}});
+}
+
+// Duplicate atomics (C9-115): the saved original value is returned, memory is not touched.
+TEST(PacketScript, DuplicateAtomicsReplayTheSavedResult) {
+  ScriptOptions o;
+  o.rq_psn = 200;
+  ScriptQp s(o);
+  s.store64(2048, 5);
+
+  // receive CAS psn=200 compare=5 swap=9 / expect Atomic ACK psn=200 msn=1 orig=5, memory 9
+  s.receive(s.atomic(Op::kCompareSwap, 200, s.va(2048), s.mr().rkey, /*swap=*/9, /*compare=*/5));
+  expect_atomic_ack(one(s.transmit()), 200, 1, 5);
+  EXPECT_EQ(s.load64(2048), 9u);
+
+  // The application puts 5 back: a re-executed CAS would swap again.
+  s.store64(2048, 5);
+  // receive CAS psn=200 again / expect the saved orig=5, memory stays 5
+  s.receive(s.atomic(Op::kCompareSwap, 200, s.va(2048), s.mr().rkey, 9, 5));
+  expect_atomic_ack(one(s.transmit()), 200, 1, 5);
+  EXPECT_EQ(s.load64(2048), 5u);
+
+  // receive FAA psn=201 add=7 / expect orig=5, memory 12
+  s.receive(s.atomic(Op::kFetchAdd, 201, s.va(2048), s.mr().rkey, 7, 0));
+  expect_atomic_ack(one(s.transmit()), 201, 2, 5);
+  EXPECT_EQ(s.load64(2048), 12u);
+
+  // receive FAA psn=201 again / expect orig=5, memory still 12 (not 19)
+  s.receive(s.atomic(Op::kFetchAdd, 201, s.va(2048), s.mr().rkey, 7, 0));
+  expect_atomic_ack(one(s.transmit()), 201, 2, 5);
+  EXPECT_EQ(s.load64(2048), 12u);
+
+  // receive the older CAS psn=200 once more / expect orig=5 again, memory untouched
+  s.receive(s.atomic(Op::kCompareSwap, 200, s.va(2048), s.mr().rkey, 9, 12));
+  const TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.opcode(), rc(Op::kAtomicAcknowledge));
+  EXPECT_EQ(p.psn(), 200u);
+  EXPECT_EQ(p.hdr.atomic_ack_eth.orig, 5u);
+  EXPECT_EQ(s.load64(2048), 12u);
+
+  s.expect_qp_counters({{Counter::kDuplicateRequest, 3}, {Counter::kRxAtomicRequests, 2}});
+}
+
+// Duplicate READ (C9-114): executed again, the same bytes come back; a retried READ for the
+// tail of the original gets just the tail.
+TEST(PacketScript, DuplicateReadIsReExecutedWithTheSameData) {
+  ScriptOptions o;
+  o.rq_psn = 300;
+  ScriptQp s(o);  // PMTU 1024
+  const std::vector<uint8_t> data = pattern(3000, 3);
+  std::memcpy(s.mem(4096), data.data(), data.size());
+  const std::span<const uint8_t> d(data);
+
+  // receive READ psn=300 len=3000 / expect READ First 300, Middle 301, Last 302 (msn 1)
+  s.receive(s.rdma(Op::kReadRequest, 300, s.va(4096), s.mr().rkey, 3000));
+  std::vector<TxPacket> r = s.transmit();
+  ASSERT_EQ(r.size(), 3u);
+  expect_read_response(r[0], Op::kReadResponseFirst, 300, d.subspan(0, 1024));
+  expect_read_response(r[1], Op::kReadResponseMiddle, 301, d.subspan(1024, 1024));
+  expect_read_response(r[2], Op::kReadResponseLast, 302, d.subspan(2048));
+  EXPECT_EQ(r[0].hdr.aeth.msn, 1u);
+  EXPECT_EQ(r[2].hdr.aeth.msn, 1u);
+  EXPECT_EQ(r[0].hdr.aeth.syndrome, wire::Aeth::ack());
+
+  // receive WRITE psn=303 len=0 / expect ACK psn=303 msn=2 (the READ consumed 3 PSNs)
+  s.receive(s.rdma(Op::kWriteOnly, 303, s.va(0), s.mr().rkey, 0));
+  expect_ack(one(s.transmit()), 303, 2);
+
+  // receive READ psn=300 again / expect the same three packets with the same bytes
+  s.receive(s.rdma(Op::kReadRequest, 300, s.va(4096), s.mr().rkey, 3000));
+  r = s.transmit();
+  ASSERT_EQ(r.size(), 3u);
+  expect_read_response(r[0], Op::kReadResponseFirst, 300, d.subspan(0, 1024));
+  expect_read_response(r[1], Op::kReadResponseMiddle, 301, d.subspan(1024, 1024));
+  expect_read_response(r[2], Op::kReadResponseLast, 302, d.subspan(2048));
+
+  // receive READ psn=301 for the tail (va+1024, 1976 bytes) / expect First 301, Last 302
+  s.receive(s.rdma(Op::kReadRequest, 301, s.va(4096 + 1024), s.mr().rkey, 1976));
+  r = s.transmit();
+  ASSERT_EQ(r.size(), 2u);
+  expect_read_response(r[0], Op::kReadResponseFirst, 301, d.subspan(1024, 1024));
+  expect_read_response(r[1], Op::kReadResponseLast, 302, d.subspan(2048));
+
+  s.expect_qp_counters({{Counter::kDuplicateRequest, 2},
+                        {Counter::kRxReadRequests, 1},
+                        {Counter::kRxWriteRequests, 1}});
+}
+
+// ---------------------------------------------------------------------------------------
+// Requester / completer: RNR NAK (IBA 9.7.5.2.8): wait exactly the encoded timer, then
+// resend from the NAK'd PSN; rnr_retry exhausted -> RNR_RETRY_EXC_ERR, the rest flushed.
+
+TEST(PacketScript, RnrNakIsRetriedAfterExactlyTheEncodedTimerUntilRnrRetryIsExhausted) {
+  ScriptOptions o;
+  o.sq_psn = 0x1000;
+  o.rnr_retry = 2;
+  ScriptQp s(o);
+  const std::vector<uint8_t> msg = pattern(16, 9);
+  std::memcpy(s.mem(0), msg.data(), msg.size());
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 16).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 16).is_ok());
+
+  // expect SEND psn=0x1000 and psn=0x1001, both with AckReq
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kSendOnly));
+  EXPECT_EQ(t[0].psn(), 0x1000u);
+  EXPECT_TRUE(t[0].hdr.bth.ackreq);
+  EXPECT_EQ(t[0].payload, msg);
+  EXPECT_EQ(t[1].psn(), 0x1001u);
+
+  const Nanos kRnr14 = std::chrono::microseconds(1280);  // code 14 = 1.28 ms
+  for (int round = 0; round < 2; ++round) {
+    // receive RNR NAK timer=14 psn=0x1000 / expect silence for exactly 1.28 ms, then a resend
+    s.advance_to(s.now() + std::chrono::microseconds(10));
+    const TimePoint nak_at = s.now();
+    s.receive(s.rnr_nak(14, 0x1000, 0));
+    EXPECT_TRUE(s.transmit().empty());
+    EXPECT_EQ(s.engine().next_deadline(), nak_at + kRnr14);
+    s.advance_to(nak_at + kRnr14 - Nanos(1));
+    EXPECT_TRUE(s.transmit().empty());
+    s.advance_to(nak_at + kRnr14);
+    t = s.transmit();
+    ASSERT_EQ(t.size(), 2u) << "round " << round;
+    EXPECT_EQ(t[0].at, nak_at + kRnr14);
+    EXPECT_EQ(t[0].opcode(), rc(Op::kSendOnly));
+    EXPECT_EQ(t[0].psn(), 0x1000u);
+    EXPECT_EQ(t[0].payload, msg);
+    EXPECT_EQ(t[1].psn(), 0x1001u);
+    EXPECT_TRUE(s.send_wcs().empty());
+  }
+  // receive a third RNR NAK / expect RNR_RETRY_EXC_ERR, the second WQE flushed, QP in ERR
+  s.receive(s.rnr_nak(14, 0x1000, 0));
+  EXPECT_TRUE(s.transmit().empty());
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kRnrRetryExcErr);
+  expect_send_wc(wcs[1], 2, WcStatus::kWrFlushErr);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+
+  s.expect_qp_counters({{Counter::kRcvdRnrErr, 3},
+                        {Counter::kRetryRnrExceededErr, 1},
+                        {Counter::kRetransmittedPkts, 4},
+                        {Counter::kReqCqeError, 1},
+                        {Counter::kReqCqeFlushError, 1}});
+}
+
+// A positive ACK gives the RNR retries back (rxe reset_retry_counters).
+TEST(PacketScript, AckResetsTheRnrRetryBudget) {
+  ScriptOptions o;
+  o.sq_psn = 0x10;
+  o.rnr_retry = 1;
+  ScriptQp s(o);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 8).is_ok());
+  EXPECT_EQ(s.transmit().size(), 2u);
+  // receive RNR NAK psn=0x10 (code 1 = 10 us) / expect both resent after 10 us
+  s.receive(s.rnr_nak(1, 0x10, 0));
+  s.advance_to(s.now() + std::chrono::microseconds(10));
+  EXPECT_EQ(s.transmit().size(), 2u);
+  // receive ACK psn=0x10, then RNR NAK psn=0x11 / expect a resend of 0x11, not an error
+  s.receive(s.ack(0x10, 1));
+  s.receive(s.rnr_nak(1, 0x11, 1));
+  s.advance_to(s.now() + std::chrono::microseconds(10));
+  const TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.psn(), 0x11u);
+  s.receive(s.ack(0x11, 2));
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess);
+  EXPECT_EQ(s.state(), QpState::kRts);
+  s.expect_qp_counters(
+      {{Counter::kRcvdRnrErr, 2}, {Counter::kRetransmittedPkts, 3}, {Counter::kRdmaSends, 2}});
+}
+
+// ---------------------------------------------------------------------------------------
+// Local ACK timeout (IBA 9.7.6.1.3: 4.096 us x 2^timeout), go-back-N from the oldest
+// unacknowledged PSN, retry_cnt exhausted -> RETRY_EXC_ERR, the rest WR_FLUSH_ERR, QP ERR.
+
+TEST(PacketScript, LocalAckTimeoutGoesBackToTheOldestUnackedPsnUntilRetryCntIsExhausted) {
+  ScriptOptions o;
+  o.sq_psn = 0xFFFFFF;  // the three SENDs straddle the wrap
+  o.timeout = 10;       // 4.096 us * 1024 = 4194304 ns
+  o.retry_cnt = 2;
+  ScriptQp s(o);
+  const Nanos kT(4096 * 1024);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    std::memset(s.mem(i * 64), static_cast<int>(i), 16);
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, i * 64, 16).is_ok());
+  }
+  // expect SEND psn=0xFFFFFF, 0x000000, 0x000001; the timer armed at t=0 + T
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].psn(), 0xFFFFFFu);
+  EXPECT_EQ(t[1].psn(), 0x000000u);
+  EXPECT_EQ(t[2].psn(), 0x000001u);
+  EXPECT_EQ(s.engine().next_deadline(), TimePoint(0) + kT);
+
+  // receive ACK psn=0xFFFFFF at 100 us / expect wr 1 done, the timer pushed to 100 us + T
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0xFFFFFF, 1));
+  EXPECT_TRUE(s.transmit().empty());
+  std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess);
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + kT);
+
+  for (int retry = 1; retry <= 2; ++retry) {
+    const TimePoint due = t_ack + kT * retry;
+    s.advance_to(due - Nanos(1));
+    EXPECT_TRUE(s.transmit().empty());
+    // timeout / expect go-back-N: psn=0x000000 and 0x000001 again, exactly at the deadline
+    s.advance_to(due);
+    t = s.transmit();
+    ASSERT_EQ(t.size(), 2u) << "retry " << retry;
+    EXPECT_EQ(t[0].at, due);
+    EXPECT_EQ(t[0].psn(), 0x000000u);
+    EXPECT_EQ(t[0].payload, std::vector<uint8_t>(16, 2));
+    EXPECT_EQ(t[1].psn(), 0x000001u);
+    EXPECT_EQ(t[1].payload, std::vector<uint8_t>(16, 3));
+    EXPECT_EQ(s.engine().next_deadline(), due + kT);
+  }
+  // third timeout / expect RETRY_EXC_ERR for wr 2, WR_FLUSH_ERR for wr 3, QP in ERR
+  s.advance_to(t_ack + kT * 3);
+  EXPECT_TRUE(s.transmit().empty());
+  wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 2, WcStatus::kRetryExcErr);
+  expect_send_wc(wcs[1], 3, WcStatus::kWrFlushErr);
+  EXPECT_EQ(wcs[0].qp_num, s.qpn());
+  EXPECT_EQ(s.state(), QpState::kErr);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+
+  // An ACK arriving now is dropped (the QP is in ERR).
+  s.receive(s.ack(0x000001, 3));
+  EXPECT_TRUE(s.send_wcs().empty());
+
+  s.expect_qp_counters({{Counter::kRcvdPkts, 1},
+                        {Counter::kBytesRcvd, 20},
+                        {Counter::kLocalAckTimeoutErr, 3},
+                        {Counter::kCompleterRetryErr, 2},
+                        {Counter::kRetryExceededErr, 1},
+                        {Counter::kRetransmittedPkts, 4},
+                        {Counter::kRdmaSends, 1},
+                        {Counter::kReqCqeError, 1},
+                        {Counter::kReqCqeFlushError, 1},
+                        {Counter::kDropBadQpState, 1}});
+}
+
+// PSN sequence NAK from the peer (IBA 9.7.5.2.4): what precedes the NAK'd PSN is
+// acknowledged, the requester resends from the NAK'd PSN.
+TEST(PacketScript, PeerSequenceNakMakesTheRequesterResendFromTheNakedPsn) {
+  ScriptOptions o;
+  o.sq_psn = 0x500;
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 4; ++i) {
+    std::memset(s.mem(i * 64), static_cast<int>(0x40 + i), 32);
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, i * 64, 32).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 4u);
+  // receive NAK PSN-sequence-error psn=0x502 msn=2 / expect wr 1, 2 done; resend 0x502, 0x503
+  s.receive(s.nak(NakCode::kPsnSequenceError, 0x502, 2));
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].psn(), 0x502u);
+  EXPECT_EQ(t[0].payload, std::vector<uint8_t>(32, 0x43));
+  EXPECT_EQ(t[1].psn(), 0x503u);
+  EXPECT_EQ(t[1].payload, std::vector<uint8_t>(32, 0x44));
+  std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess);
+  // receive a second NAK for the same PSN (the first retry made no progress) / expect nothing
+  s.receive(s.nak(NakCode::kPsnSequenceError, 0x502, 2));
+  EXPECT_TRUE(s.transmit().empty());
+  // receive ACK psn=0x503 / expect wr 3, 4 done
+  s.receive(s.ack(0x503, 4));
+  wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 3, WcStatus::kSuccess);
+  expect_send_wc(wcs[1], 4, WcStatus::kSuccess);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.expect_qp_counters({{Counter::kRcvdSeqErr, 2},
+                        {Counter::kPacketSeqErr, 2},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 4}});
+}
+
+// AckReq (rxe init_req_packet): on the last packet, and on the 66th packet after the last
+// one that carried it. Also the 128-PSN window (RXE_MAX_UNACKED_PSNS) and exact segments.
+TEST(PacketScript, AckReqOnLastPacketAndOnEvery66thPacketOfALongMessage) {
+  ScriptOptions o;
+  o.sq_psn = 0xFFFF00;
+  o.mtu = Mtu::k256;
+  ScriptQp s(o);
+  constexpr uint32_t kPkts = 200;
+  const std::vector<uint8_t> msg = pattern(kPkts * 256 - 10, 1);  // last packet 246 bytes
+  std::memcpy(s.mem(0), msg.data(), msg.size());
+  ASSERT_TRUE(s.post_send_one(7, WrOpcode::kSend, 0, static_cast<uint32_t>(msg.size())).is_ok());
+
+  std::vector<TxPacket> all;
+  auto take = [&](size_t expect_count) {
+    std::vector<TxPacket> t = s.transmit();
+    EXPECT_EQ(t.size(), expect_count);
+    all.insert(all.end(), t.begin(), t.end());
+  };
+  // At most 129 PSNs unacknowledged.
+  take(129);
+  // receive ACK psn=first+65 (the 66th packet asked for it) / expect the window to move
+  s.receive(s.ack((0xFFFF00 + 65) & 0xFFFFFF, 0));
+  take(66);
+  s.receive(s.ack((0xFFFF00 + 194) & 0xFFFFFF, 0));
+  take(5);
+  ASSERT_EQ(all.size(), kPkts);
+  for (uint32_t k = 0; k < kPkts; ++k) {
+    const TxPacket& p = all[k];
+    EXPECT_EQ(p.psn(), (0xFFFF00 + k) & 0xFFFFFF);
+    const Op op = k == 0 ? Op::kSendFirst : k + 1 == kPkts ? Op::kSendLast : Op::kSendMiddle;
+    EXPECT_EQ(p.opcode(), rc(op)) << "packet " << k;
+    const bool want_ackreq = k == 65 || k == 131 || k == 197 || k + 1 == kPkts;
+    EXPECT_EQ(p.hdr.bth.ackreq, want_ackreq) << "packet " << k;
+    const size_t len = k + 1 == kPkts ? 246 : 256;
+    ASSERT_EQ(p.payload.size(), len) << "packet " << k;
+    EXPECT_EQ(std::memcmp(p.payload.data(), msg.data() + k * 256, len), 0) << "packet " << k;
+    EXPECT_FALSE(p.hdr.bth.se);
+  }
+  // receive ACK psn=last msn=1 / expect the one completion with the whole length
+  s.receive(s.ack((0xFFFF00 + kPkts - 1) & 0xFFFFFF, 1));
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_send_wc(wcs[0], 7, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[0].byte_len, msg.size());
+  s.expect_qp_counters({{Counter::kRdmaSends, 1}});
+}
+
+// ---------------------------------------------------------------------------------------
+// Remote access violations (IBA 9.7.5.1.x C9-88.., o9-xx; rxe check_rkey): NAK remote access
+// error (invalid request where rxe and the spec say so), memory never touched, QP to ERR.
+
+struct Violation {
+  const char* name;
+  NakCode nak;
+  Counter counter;       // responder error counter that counts it
+  Counter request_kind;  // rx_*_requests counted before the check (kCount: none)
+};
+
+class RemoteAccessViolation : public ::testing::TestWithParam<int> {};
+
+TEST_P(RemoteAccessViolation, IsNakedAndNeverTouchesMemory) {
+  ScriptOptions o;
+  o.rq_psn = 0x40;
+  const int which = GetParam();
+  if (which == 8) o.qp_access = transport::kAccessRemoteRead;  // QP without REMOTE_WRITE
+  ScriptQp s(o);
+  using namespace transport;
+  // A second PD with an all-rights MR, and MRs in the QP's PD that each lack one right.
+  const PdId other_pd = s.engine().alloc_pd().value();
+  std::vector<uint64_t> other(512, 0xEEEEEEEEEEEEEEEEull), no_write(512, 0xEEEEEEEEEEEEEEEEull),
+      no_read(512, 0xEEEEEEEEEEEEEEEEull), no_atomic(512, 0xEEEEEEEEEEEEEEEEull);
+  const uint32_t all =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  const MrInfo mr_other = s.engine().reg_mr(other_pd, other.data(), 4096, all).value();
+  const MrInfo mr_no_write =
+      s.engine().reg_mr(s.pd(), no_write.data(), 4096, all & ~kAccessRemoteWrite).value();
+  const MrInfo mr_no_read =
+      s.engine().reg_mr(s.pd(), no_read.data(), 4096, all & ~kAccessRemoteRead).value();
+  const MrInfo mr_no_atomic =
+      s.engine().reg_mr(s.pd(), no_atomic.data(), 4096, all & ~kAccessRemoteAtomic).value();
+  const size_t mem_len = s.mr().length;
+  std::memset(s.mem(0), 0xEE, mem_len);
+  const std::vector<uint8_t> snapshot(s.mem(0), s.mem(0) + mem_len);
+  const std::vector<uint8_t> payload = pattern(16, 0x31);
+  const uint32_t mtu = s.mtu();
+  const std::vector<uint8_t> full = pattern(mtu, 0x51);
+
+  Violation v{};
+  uint32_t nak_psn = 0x40;
+  switch (which) {
+    case 0:  // R_Key never registered (random key bits differ)
+      v = {"bad rkey", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxWriteRequests};
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, s.va(0), s.mr().rkey ^ 0x5A5A0000u, 16), payload);
+      break;
+    case 1:  // R_Key of an MR in another PD
+      v = {"wrong PD", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxWriteRequests};
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, mr_other.addr, mr_other.rkey, 16), payload);
+      break;
+    case 2:  // runs 8 bytes past the end of the MR
+      v = {"out of bounds", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxWriteRequests};
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, s.va(s.mr().length - 8), s.mr().rkey, 16), payload);
+      break;
+    case 3:  // MR without REMOTE_WRITE
+      v = {"no REMOTE_WRITE", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxWriteRequests};
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, mr_no_write.addr, mr_no_write.rkey, 16), payload);
+      break;
+    case 4:  // MR without REMOTE_READ
+      v = {"no REMOTE_READ", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxReadRequests};
+      s.receive(s.rdma(Op::kReadRequest, 0x40, mr_no_read.addr, mr_no_read.rkey, 64));
+      break;
+    case 5:  // MR without REMOTE_ATOMIC
+      v = {"no REMOTE_ATOMIC", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxAtomicRequests};
+      s.receive(s.atomic(Op::kFetchAdd, 0x40, mr_no_atomic.addr, mr_no_atomic.rkey, 1, 0));
+      break;
+    case 6:  // atomic VA not 8-byte aligned: rxe RESPST_ERR_MISALIGNED_ATOMIC -> invalid request
+      v = {"unaligned atomic", NakCode::kInvalidRequest, Counter::kRespRemoteInvalidRequest,
+           Counter::kRxAtomicRequests};
+      s.receive(s.atomic(Op::kCompareSwap, 0x40, s.va(4), s.mr().rkey, 1, 0xEEEEEEEEEEEEEEEEull));
+      break;
+    case 7:  // WRITE First whose DMA length runs past the MR: refused before any byte lands
+      v = {"WRITE First out of bounds", NakCode::kRemoteAccessError,
+           Counter::kRespRemoteAccessErrors, Counter::kRxWriteRequests};
+      s.receive(
+          s.rdma(Op::kWriteFirst, 0x40, s.va(s.mr().length - mtu), s.mr().rkey, 2 * mtu, false),
+          full);
+      break;
+    case 8:  // the QP itself does not allow RDMA WRITE (rxe check_op_valid: invalid request)
+      v = {"QP without REMOTE_WRITE", NakCode::kInvalidRequest, Counter::kRespRemoteInvalidRequest,
+           Counter::kCount};
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, s.va(0), s.mr().rkey, 16), payload);
+      break;
+    case 9:  // MR without REMOTE_WRITE, multi-packet WRITE
+      v = {"no REMOTE_WRITE (First)", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxWriteRequests};
+      s.receive(s.rdma(Op::kWriteFirst, 0x40, mr_no_write.addr, mr_no_write.rkey, 2 * mtu, false),
+                full);
+      break;
+    case 10:  // bad rkey on a READ
+      v = {"READ bad rkey", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxReadRequests};
+      s.receive(s.rdma(Op::kReadRequest, 0x40, s.va(0), s.mr().rkey + 1, 64));
+      break;
+    case 11:  // READ of an MR in another PD
+      v = {"READ wrong PD", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxReadRequests};
+      s.receive(s.rdma(Op::kReadRequest, 0x40, mr_other.addr, mr_other.rkey, 64));
+      break;
+    default:
+      FAIL();
+  }
+  SCOPED_TRACE(v.name);
+  // expect NAK (code) psn=0x40 msn=0, nothing else
+  expect_nak(one(s.transmit()), v.nak, nak_psn, 0);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  // Memory: nothing written anywhere, and no READ data left the node.
+  EXPECT_TRUE(std::equal(snapshot.begin(), snapshot.end(), s.mem(0)));
+  for (const auto* m : {&other, &no_write, &no_read, &no_atomic}) {
+    EXPECT_TRUE(
+        std::all_of(m->begin(), m->end(), [](uint64_t x) { return x == 0xEEEEEEEEEEEEEEEEull; }));
+  }
+  // A valid request afterwards is dropped: the QP is in ERR (class C error, IBA 9.9.2).
+  s.receive(s.rdma(Op::kWriteOnly, 0x41, s.va(0), s.mr().rkey, 16), payload);
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_TRUE(std::equal(snapshot.begin(), snapshot.end(), s.mem(0)));
+  std::vector<std::pair<Counter, uint64_t>> want = {{v.counter, 1}, {Counter::kDropBadQpState, 1}};
+  if (v.request_kind != Counter::kCount) want.emplace_back(v.request_kind, 1);
+  // Only the first packet reached the QP in a state that counts it as received.
+  const auto& c = s.qp_counters();
+  EXPECT_EQ(c[Counter::kRcvdPkts], 1u);
+  EXPECT_EQ(c[Counter::kSentPkts], 1u);
+  want.emplace_back(Counter::kRcvdPkts, 1);
+  want.emplace_back(Counter::kSentPkts, 1);
+  want.emplace_back(Counter::kBytesSent, 20);
+  want.emplace_back(Counter::kBytesRcvd, c[Counter::kBytesRcvd]);
+  expect_counters_exact(c, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(PacketScript, RemoteAccessViolation, ::testing::Range(0, 12));
+
+// rxe check_rkey: while more than one PMTU remains, a WRITE packet must carry exactly the
+// PMTU; the last exactly the rest. Otherwise NAK invalid request (the QP goes to ERR).
+TEST(PacketScript, WriteMiddlePacketShorterThanPmtuIsNakedInvalidRequest) {
+  ScriptOptions o;
+  o.rq_psn = 0x80;
+  o.mtu = Mtu::k512;
+  ScriptQp s(o);
+  const std::vector<uint8_t> a = pattern(512, 1), b = pattern(508, 2);
+  // receive WRITE First psn=0x80 len=1536 (512 bytes) / expect nothing (no AckReq), bytes placed
+  s.receive(s.rdma(Op::kWriteFirst, 0x80, s.va(0), s.mr().rkey, 1536, false), a);
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_EQ(std::memcmp(s.mem(0), a.data(), 512), 0);
+  // receive WRITE Middle psn=0x81 with 508 bytes / expect NAK invalid request psn=0x81 msn=0
+  s.receive(s.request(Op::kWriteMiddle, 0x81, false), b);
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0x81, 0);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  EXPECT_EQ(s.load64(512), 0u) << "the bad segment must not be written";
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 1}, {Counter::kRespRemoteInvalidRequest, 1}});
+}
+
+TEST(PacketScript, WriteLastPacketLongerThanTheRestIsNakedInvalidRequest) {
+  ScriptOptions o;
+  o.rq_psn = 0x90;
+  o.mtu = Mtu::k256;
+  ScriptQp s(o);
+  const std::vector<uint8_t> a = pattern(256, 1), b = pattern(64, 2);
+  s.receive(s.rdma(Op::kWriteFirst, 0x90, s.va(0), s.mr().rkey, 256 + 60, false), a);
+  EXPECT_TRUE(s.transmit().empty());
+  // receive WRITE Last psn=0x91 with 64 bytes where 60 remain / expect NAK invalid request
+  s.receive(s.request(Op::kWriteLast, 0x91), b);
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0x91, 0);
+  EXPECT_EQ(s.load64(256), 0u);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 1}, {Counter::kRespRemoteInvalidRequest, 1}});
+}
+
+// A SEND when no receive WQE is posted: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.1.4),
+// then the retried SEND is accepted once a WQE exists.
+TEST(PacketScript, SendWithoutReceiveWqeIsRnrNakedWithMinRnrTimer) {
+  ScriptOptions o;
+  o.rq_psn = 0x30;
+  o.min_rnr_timer = 14;
+  ScriptQp s(o);
+  // receive SEND psn=0x30 / expect RNR NAK code 14 psn=0x30 msn=0
+  s.receive(s.request(Op::kSendOnly, 0x30), {1, 2, 3});
+  TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.opcode(), rc(Op::kAcknowledge));
+  EXPECT_EQ(p.hdr.aeth.syndrome, wire::Aeth::rnr_nak(14));
+  EXPECT_EQ(p.psn(), 0x30u);
+  EXPECT_EQ(p.hdr.aeth.msn, 0u);
+  // receive SEND psn=0x31 (was in flight) / expect nothing
+  s.receive(s.request(Op::kSendOnly, 0x31), {4});
+  EXPECT_TRUE(s.transmit().empty());
+  // post a receive; receive the retried SEND psn=0x30 / expect ACK psn=0x30 msn=1
+  s.post_recv(9, 0, 16);
+  s.receive(s.request(Op::kSendOnly, 0x30), {1, 2, 3});
+  expect_ack(one(s.transmit()), 0x30, 1);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 9, 3, s.qpn());
+  s.expect_qp_counters({{Counter::kSendRnrErr, 1},
+                        {Counter::kOutOfSeqRequest, 1},
+                        {Counter::kDropOutOfSequence, 1},
+                        {Counter::kRdmaRecvs, 1}});
+}
+
+// The requester side of READ and atomics against a hand-played responder: the response
+// bytes land in the local SGEs, the atomic original value in host order.
+TEST(PacketScript, ReadResponsesAndAtomicAckAreScatteredIntoLocalMemory) {
+  ScriptOptions o;
+  o.sq_psn = 0x700;
+  ScriptQp s(o);  // PMTU 1024
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kRdmaRead, 8192, 2000, 0x9000, 0x77).is_ok());
+  transport::SendWr fa;
+  const transport::Sge fa_sge = s.sge(16384, 8);
+  fa.wr_id = 2;
+  fa.opcode = WrOpcode::kAtomicFetchAndAdd;
+  fa.send_flags = transport::kSendSignaled;
+  fa.sg_list = std::span<const transport::Sge>(&fa_sge, 1);
+  fa.atomic = {0xA000, 3, 0, 0x88};
+  ASSERT_TRUE(s.post_send(fa).is_ok());
+  // expect READ request psn=0x700 len=2000 (consumes 0x700..0x701), FAA psn=0x702
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kReadRequest));
+  EXPECT_EQ(t[0].psn(), 0x700u);
+  EXPECT_EQ(t[0].hdr.reth, (wire::Reth{0x9000, 0x77, 2000}));
+  EXPECT_TRUE(t[0].hdr.bth.ackreq);
+  EXPECT_EQ(t[1].opcode(), rc(Op::kFetchAdd));
+  EXPECT_EQ(t[1].psn(), 0x702u);
+  EXPECT_EQ(t[1].hdr.atomic_eth, (wire::AtomicEth{0xA000, 0x88, 3, 0}));
+  const std::vector<uint8_t> data = pattern(2000, 77);
+  // receive READ First 0x700, READ Last 0x701, Atomic ACK 0x702 orig=0x1122334455667788
+  s.receive(s.response(Op::kReadResponseFirst, 0x700, wire::Aeth::ack(), 1),
+            std::span<const uint8_t>(data).first(1024));
+  // A READ Last with the wrong length is dropped and does not complete the READ.
+  s.receive(s.response(Op::kReadResponseLast, 0x701, wire::Aeth::ack(), 1), {});
+  EXPECT_TRUE(s.send_wcs().empty());
+  s.receive(s.response(Op::kReadResponseLast, 0x701, wire::Aeth::ack(), 1),
+            std::span<const uint8_t>(data).subspan(1024));
+  wire::Headers aa = s.response(Op::kAtomicAcknowledge, 0x702, wire::Aeth::ack(), 2);
+  aa.atomic_ack_eth.orig = 0x1122334455667788ull;
+  s.receive(aa);
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess, WcOpcode::kRdmaRead);
+  EXPECT_EQ(wcs[0].byte_len, 2000u);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess, WcOpcode::kFetchAdd);
+  EXPECT_EQ(std::memcmp(s.mem(8192), data.data(), 2000), 0);
+  EXPECT_EQ(s.load64(16384), 0x1122334455667788ull);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.expect_qp_counters({{Counter::kDropBadResponse, 1}});
+}
+
+}  // namespace
+}  // namespace uroce::script
