@@ -1,0 +1,54 @@
+// The vocabulary of the uroce C++ API: the engine's ibverbs-shaped types (same numeric values
+// as <infiniband/verbs.h>) and the device's attribute structs, re-exported under uroce::.
+// Nothing is duplicated: uroce::WcStatus IS transport::WcStatus.
+#pragma once
+
+#include "device/device_types.hpp"
+#include "transport/counters.hpp"
+#include "transport/verbs_types.hpp"
+
+namespace uroce {
+
+using transport::AhAttr;
+using transport::AsyncEvent;
+using transport::Counter;
+using transport::Counters;
+using transport::CqId;
+using transport::EventType;
+using transport::MrInfo;
+using transport::Mtu;
+using transport::mtu_bytes;
+using transport::PdId;
+using transport::QpAttr;
+using transport::QpCap;
+using transport::QpInitAttr;
+using transport::QpState;
+using transport::QpType;
+using transport::RecvWr;
+using transport::Result;
+using transport::SendWr;
+using transport::Sge;
+using transport::SrqAttr;
+using transport::SrqId;
+using transport::SrqInitAttr;
+using transport::Status;
+using transport::Wc;
+using transport::WcOpcode;
+using transport::WcStatus;
+using transport::WrOpcode;
+
+// Flag constants (unscoped enums with ibverbs bit values).
+using enum transport::Access;
+using enum transport::SendFlag;
+using enum transport::WcFlag;
+using enum transport::QpAttrMask;
+using enum transport::SrqAttrMask;
+
+using device::AtomicCap;
+using device::DeviceAttr;
+using device::Gid;
+using device::PortAttr;
+using device::PortState;
+using device::ProgressOptions;
+
+}  // namespace uroce
