@@ -85,14 +85,21 @@ NetResult<bool> UdpPort::create_socket() {
   buffers_.rcvbuf_capped = buffers_.rcvbuf_effective < config_.rcvbuf_bytes;
   buffers_.sndbuf_capped = buffers_.sndbuf_effective < config_.sndbuf_bytes;
   if (buffers_.rcvbuf_capped || buffers_.sndbuf_capped) {
-    buffers_.note =
-        "socket buffers capped: SO_RCVBUF " + std::to_string(buffers_.rcvbuf_effective) + " of " +
-        std::to_string(config_.rcvbuf_bytes) + " bytes (net.core.rmem_max=" +
-        std::to_string(read_sysctl_int("/proc/sys/net/core/rmem_max")) + "), SO_SNDBUF " +
-        std::to_string(buffers_.sndbuf_effective) + " of " + std::to_string(config_.sndbuf_bytes) +
-        " (net.core.wmem_max=" + std::to_string(read_sysctl_int("/proc/sys/net/core/wmem_max")) +
-        "); raise them with `sysctl -w net.core.rmem_max=" + std::to_string(config_.rcvbuf_bytes) +
-        " net.core.wmem_max=" + std::to_string(config_.sndbuf_bytes) + "`";
+    std::string what, fix;
+    auto add = [&](const char* opt, int got, int want, const char* sysctl) {
+      if (got >= want) return;
+      const std::string max =
+          std::to_string(read_sysctl_int((std::string("/proc/sys/") + sysctl).c_str()));
+      std::string name = sysctl;
+      std::replace(name.begin(), name.end(), '/', '.');
+      what += std::string(what.empty() ? "" : ", ") + opt + " " + std::to_string(got) + " of " +
+              std::to_string(want) + " bytes (" + name + "=" + max + ")";
+      fix += " " + name + "=" + std::to_string(want);
+    };
+    add("SO_RCVBUF", buffers_.rcvbuf_effective, config_.rcvbuf_bytes, "net/core/rmem_max");
+    add("SO_SNDBUF", buffers_.sndbuf_effective, config_.sndbuf_bytes, "net/core/wmem_max");
+    buffers_.note = "socket buffer capped: " + what +
+                    "; bursts may be dropped; raise with `sysctl -w" + fix + "`";
   }
   // DF on every packet. For an unconnected socket Linux then writes IP ID 0 (measured, see
   // docs/networking.md), which is what the ICRC of our packets assumes.
