@@ -23,8 +23,8 @@ struct ConnectOptions {
   uint8_t min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16;
   uint8_t max_dest_rd_atomic = 16;
-  uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                    kAccessRemoteAtomic;
+  uint32_t access =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint32_t qkey = 0x11111111;  // UD
   uint8_t traffic_class = 0;
 };

@@ -39,8 +39,8 @@ struct OpenOptions {
   std::vector<std::string> netdevs;  // empty: every netdev that is up and has an address
   std::vector<std::string> bind;     // addresses to bind; empty: every GID's address
   uint16_t udp_port = 4791;
-  uint32_t active_mtu = 0;  // bytes; 0: derived from the netdev MTU
-  bool share_port = true;   // share each address's UDP port with other processes
+  uint32_t active_mtu = 0;   // bytes; 0: derived from the netdev MTU
+  bool share_port = true;    // share each address's UDP port with other processes
   std::string registry_dir;  // reuseport registry; empty: $XDG_RUNTIME_DIR/uroce or /tmp
   uint64_t seed = 0;         // lkey/rkey randomness; 0: time and pid
   transport::DeviceLimits limits;

@@ -57,8 +57,12 @@ std::vector<DeviceInfo> Device::list() {
 
 Device::Device(std::shared_ptr<device::Device> dev) : dev_(std::move(dev)) {}
 
-const std::string& Device::name() const { return dev_->name(); }
-DeviceAttr Device::query_device() const { return dev_->query_device(); }
+const std::string& Device::name() const {
+  return dev_->name();
+}
+DeviceAttr Device::query_device() const {
+  return dev_->query_device();
+}
 Status Device::query_port(uint8_t port_num, PortAttr& attr) const {
   return dev_->query_port(port_num, attr);
 }
@@ -86,10 +90,14 @@ Result<CompletionQueue> Device::create_cq(uint32_t cqe, const CompletionChannel*
   return CompletionQueue(dev_, *r);
 }
 
-int Device::async_fd() const { return dev_->async_fd(); }
+int Device::async_fd() const {
+  return dev_->async_fd();
+}
 Result<AsyncEvent> Device::get_async_event(Nanos timeout) {
   return dev_->get_async_event(timeout);
 }
-Counters Device::counters() const { return dev_->counters(); }
+Counters Device::counters() const {
+  return dev_->counters();
+}
 
 }  // namespace uroce

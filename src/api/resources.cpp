@@ -10,8 +10,7 @@ namespace uroce {
 // ---- MemoryRegion
 MemoryRegion::MemoryRegion(std::shared_ptr<device::Device> dev, MrInfo info)
     : dev_(std::move(dev)), info_(info) {}
-MemoryRegion::MemoryRegion(MemoryRegion&& o) noexcept
-    : dev_(std::move(o.dev_)), info_(o.info_) {}
+MemoryRegion::MemoryRegion(MemoryRegion&& o) noexcept : dev_(std::move(o.dev_)), info_(o.info_) {}
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {
   if (this != &o) {
     (void)destroy();
@@ -20,7 +19,9 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {
   }
   return *this;
 }
-MemoryRegion::~MemoryRegion() { (void)destroy(); }
+MemoryRegion::~MemoryRegion() {
+  (void)destroy();
+}
 Status MemoryRegion::destroy() {
   if (!dev_) return Status::ok();
   Status st = dev_->dereg_mr(info_.lkey);
@@ -41,8 +42,12 @@ CompletionChannel& CompletionChannel::operator=(CompletionChannel&& o) noexcept 
   }
   return *this;
 }
-CompletionChannel::~CompletionChannel() { (void)destroy(); }
-int CompletionChannel::fd() const { return dev_ ? dev_->channel_fd(id_) : -1; }
+CompletionChannel::~CompletionChannel() {
+  (void)destroy();
+}
+int CompletionChannel::fd() const {
+  return dev_ ? dev_->channel_fd(id_) : -1;
+}
 Result<CqId> CompletionChannel::get_event(Nanos timeout) {
   if (!dev_) return Status(EINVAL, "completion channel destroyed");
   return dev_->get_cq_event(id_, timeout);
@@ -68,9 +73,15 @@ CompletionQueue& CompletionQueue::operator=(CompletionQueue&& o) noexcept {
   }
   return *this;
 }
-CompletionQueue::~CompletionQueue() { (void)destroy(); }
-uint32_t CompletionQueue::capacity() const { return live_ ? dev_->cq_capacity(id_) : 0; }
-int CompletionQueue::poll(std::span<Wc> out) { return live_ ? dev_->poll_cq(id_, out) : -EINVAL; }
+CompletionQueue::~CompletionQueue() {
+  (void)destroy();
+}
+uint32_t CompletionQueue::capacity() const {
+  return live_ ? dev_->cq_capacity(id_) : 0;
+}
+int CompletionQueue::poll(std::span<Wc> out) {
+  return live_ ? dev_->poll_cq(id_, out) : -EINVAL;
+}
 Status CompletionQueue::req_notify(bool solicited_only) {
   if (!live_) return Status(EINVAL, "completion queue destroyed");
   return dev_->req_notify_cq(id_, solicited_only);
@@ -99,7 +110,9 @@ SharedReceiveQueue& SharedReceiveQueue::operator=(SharedReceiveQueue&& o) noexce
   }
   return *this;
 }
-SharedReceiveQueue::~SharedReceiveQueue() { (void)destroy(); }
+SharedReceiveQueue::~SharedReceiveQueue() {
+  (void)destroy();
+}
 Status SharedReceiveQueue::post_recv(const RecvWr& wr) {
   if (!live_) return Status(EINVAL, "shared receive queue destroyed");
   return dev_->post_srq_recv(id_, wr);
@@ -137,7 +150,9 @@ QueuePair& QueuePair::operator=(QueuePair&& o) noexcept {
   }
   return *this;
 }
-QueuePair::~QueuePair() { (void)destroy(); }
+QueuePair::~QueuePair() {
+  (void)destroy();
+}
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   if (!live_) return Status(EINVAL, "queue pair destroyed");
   return dev_->modify_qp(info_.qpn, attr, mask);
@@ -195,7 +210,9 @@ ProtectionDomain& ProtectionDomain::operator=(ProtectionDomain&& o) noexcept {
   }
   return *this;
 }
-ProtectionDomain::~ProtectionDomain() { (void)destroy(); }
+ProtectionDomain::~ProtectionDomain() {
+  (void)destroy();
+}
 
 Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, size_t length, uint32_t access,
                                               bool pin) {

@@ -13,13 +13,15 @@ namespace {
 
 constexpr size_t kBurst = 64;
 
-uint32_t id_of(CqId cq) { return static_cast<uint32_t>(cq); }
+uint32_t id_of(CqId cq) {
+  return static_cast<uint32_t>(cq);
+}
 
 }  // namespace
 
 uint64_t node_guid_from_mac(const std::array<uint8_t, 6>& mac) {
-  const std::array<uint8_t, 8> eui = {static_cast<uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xFF,
-                                      0xFE, mac[3], mac[4], mac[5]};
+  const std::array<uint8_t, 8> eui = {
+      static_cast<uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]};
   uint64_t v = 0;
   for (uint8_t b : eui) v = (v << 8) | b;
   return v;
@@ -36,14 +38,12 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
   rx_storage_.resize(kBurst * kPacketBufferSize);
   rx_.resize(kBurst);
   for (size_t i = 0; i < kBurst; ++i) {
-    rx_[i].buf = std::span<uint8_t>(rx_storage_.data() + i * kPacketBufferSize,
-                                    kPacketBufferSize);
+    rx_[i].buf = std::span<uint8_t>(rx_storage_.data() + i * kPacketBufferSize, kPacketBufferSize);
   }
   tx_storage_.resize(kBurst * kPacketBufferSize);
   tx_.resize(kBurst);
   for (size_t i = 0; i < kBurst; ++i) {
-    tx_[i].buf = std::span<uint8_t>(tx_storage_.data() + i * kPacketBufferSize,
-                                    kPacketBufferSize);
+    tx_[i].buf = std::span<uint8_t>(tx_storage_.data() + i * kPacketBufferSize, kPacketBufferSize);
   }
   events_scratch_.resize(kBurst);
   if (config_.progress.thread) thread_ = std::thread([this] { progress_loop(); });
@@ -293,8 +293,7 @@ Status Device::modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t m
   return engine_.modify_qp(qpn, resolved, mask);
 }
 
-Status Device::query_qp(uint32_t qpn, transport::QpAttr& attr,
-                        transport::QpInitAttr& init) const {
+Status Device::query_qp(uint32_t qpn, transport::QpAttr& attr, transport::QpInitAttr& init) const {
   std::lock_guard lock(engine_mu_);
   return engine_.query_qp(qpn, attr, init);
 }
@@ -383,8 +382,7 @@ void Device::ack_cq_events(CqId cq, uint32_t count) {
   std::lock_guard lock(channel_mu_);
   auto it = cqs_.find(id_of(cq));
   if (it == cqs_.end()) return;
-  it->second.events_acked =
-      std::min(it->second.events_got, it->second.events_acked + count);
+  it->second.events_acked = std::min(it->second.events_got, it->second.events_acked + count);
 }
 
 transport::Counters Device::counters() const {

@@ -42,8 +42,6 @@ using transport::Result;
 using transport::SrqId;
 using transport::Status;
 
-enum class ChannelId : uint32_t {};
-
 class Device {
  public:
   Device(DeviceConfig config, std::unique_ptr<PacketIo> io);
@@ -75,7 +73,7 @@ class Device {
   Status dereg_mr(uint32_t lkey);
 
   Result<ChannelId> create_comp_channel();
-  Status destroy_comp_channel(ChannelId ch);  // EBUSY while a CQ uses it
+  Status destroy_comp_channel(ChannelId ch);         // EBUSY while a CQ uses it
   [[nodiscard]] int channel_fd(ChannelId ch) const;  // -1: no such channel
 
   Result<CqId> create_cq(uint32_t cqe, std::optional<ChannelId> channel = std::nullopt);
@@ -139,8 +137,8 @@ class Device {
 
   // Progress (progress.cpp).
   void progress_loop();
-  bool io_pass();      // with io_mu_ held: one rx / timer / tx / event round
-  bool flush_tx();     // with io_mu_ held: tx only
+  bool io_pass();                        // with io_mu_ held: one rx / timer / tx / event round
+  bool flush_tx();                       // with io_mu_ held: tx only
   size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
   size_t send_pending();
   void dispatch_events(std::span<const transport::AsyncEvent> events);

@@ -15,13 +15,16 @@ namespace uroce::device {
 
 using Gid = std::array<uint8_t, 16>;
 
+// A completion channel of a Device.
+enum class ChannelId : uint32_t {};
+
 // ibv_port_state
 enum class PortState : uint8_t { kNop = 0, kDown = 1, kInit = 2, kArmed = 3, kActive = 4 };
 
 // ibv_atomic_cap
 enum class AtomicCap : uint8_t { kNone = 0, kHca = 1, kGlob = 2 };
 
-inline constexpr uint8_t kLinkLayerEthernet = 2;  // IBV_LINK_LAYER_ETHERNET
+inline constexpr uint8_t kLinkLayerEthernet = 2;         // IBV_LINK_LAYER_ETHERNET
 inline constexpr uint32_t kVendorIdSoftRoce = 0xFFFFFF;  // what rxe reports
 
 // One GID table entry; an all-zero GID is an empty entry (ENODATA on use, as in Linux).
@@ -106,7 +109,7 @@ enum DeviceCap : uint32_t {
 };
 
 struct ProgressOptions {
-  bool thread = true;                       // run the progress thread
+  bool thread = true;                          // run the progress thread
   Nanos spin = std::chrono::microseconds(30);  // busy-poll this long after the last work
   Nanos max_sleep = std::chrono::seconds(1);   // upper bound of one PacketIo::wait
   bool app_calls_drive = true;  // poll_cq / post_send also move packets when the I/O is free

@@ -31,9 +31,7 @@ bool EventFd::try_take() const {
 
 bool EventFd::wait_readable(Nanos timeout) const {
   pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
-  int ms = timeout.count() < 0
-               ? -1
-               : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
+  int ms = timeout.count() < 0 ? -1 : static_cast<int>((timeout.count() + 999'999) / 1'000'000);
   for (;;) {
     int r = poll(&p, 1, ms);
     if (r > 0) return true;

@@ -23,8 +23,8 @@ class EventFd {
   EventFd& operator=(const EventFd&) = delete;
 
   [[nodiscard]] int fd() const { return fd_; }
-  void signal() const;     // +1
-  bool try_take() const;   // -1 if > 0; false when 0
+  void signal() const;    // +1
+  bool try_take() const;  // -1 if > 0; false when 0
   // Waits until readable or `timeout` (negative: forever). True when readable.
   bool wait_readable(Nanos timeout) const;
 

@@ -30,8 +30,8 @@ size_t Device::fill_tx_locked(TimePoint now) {
 
 size_t Device::send_pending() {
   if (tx_count_ == 0) return 0;
-  const size_t sent = io_->tx_burst(
-      std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
+  const size_t sent =
+      io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
   tx_head_ += sent;
   tx_count_ -= sent;
   return sent;
@@ -59,8 +59,7 @@ bool Device::io_pass() {
     std::lock_guard lock(engine_mu_);
     const TimePoint t = now();
     for (size_t i = 0; i < n_rx; ++i) {
-      engine_.on_packet(t, rx_[i].meta,
-                        std::span<const uint8_t>(rx_[i].buf.data(), rx_[i].len));
+      engine_.on_packet(t, rx_[i].meta, std::span<const uint8_t>(rx_[i].buf.data(), rx_[i].len));
     }
     if (engine_.next_deadline() <= t) {
       engine_.on_timer(t);

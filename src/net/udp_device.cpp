@@ -128,7 +128,9 @@ void UdpPacketIo::wake() {
 
 namespace {
 
-std::string mtu_text(uint32_t bytes) { return std::to_string(bytes); }
+std::string mtu_text(uint32_t bytes) {
+  return std::to_string(bytes);
+}
 
 device::PortInfo port_info_of(const PortGids& pg, uint32_t active_mtu) {
   device::PortInfo p;
@@ -177,10 +179,10 @@ NetResult<std::vector<PortGids>> discover_device_ports(const std::vector<std::st
   if (selected.empty()) {
     std::string wanted;
     for (const auto& n : netdevs) wanted += (wanted.empty() ? "" : ",") + n;
-    return NetError{ENODEV, (netdevs.empty()
-                                 ? std::string("no netdev is up with an address")
-                                 : "no netdev among [" + wanted + "] is up with an address") +
-                                "; host has: " + describe_host_addresses(all.value())};
+    return NetError{ENODEV,
+                    (netdevs.empty() ? std::string("no netdev is up with an address")
+                                     : "no netdev among [" + wanted + "] is up with an address") +
+                        "; host has: " + describe_host_addresses(all.value())};
   }
   return build_ports(selected);
 }
@@ -199,8 +201,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   for (const PortGids& pg : ports) {
     uint32_t mtu = pg.active_mtu;
     if (mtu == 0) {
-      return NetError{EINVAL, "netdev " + pg.netdev.name + " has MTU " +
-                                  mtu_text(pg.netdev.mtu) +
+      return NetError{EINVAL, "netdev " + pg.netdev.name + " has MTU " + mtu_text(pg.netdev.mtu) +
                                   ", too small for RoCE v2 (needs >= 336: 256 + 80 header "
                                   "bytes); raise it with `ip link set " +
                                   pg.netdev.name + " mtu 1500` or leave the netdev out"};
@@ -223,9 +224,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     for (const IpAddr& a : options.bind) {
       auto loc = find_gid(ports, a);
       if (!loc) {
-        return NetError{EADDRNOTAVAIL, "no GID of " + options.name + " has address " +
-                                           a.to_string() +
-                                           "; choose one of: " + format_gid_table(options.name, ports)};
+        return NetError{EADDRNOTAVAIL,
+                        "no GID of " + options.name + " has address " + a.to_string() +
+                            "; choose one of: " + format_gid_table(options.name, ports)};
       }
       targets.push_back(BindTarget{a, loc->entry->scope_id});
     }

@@ -67,9 +67,9 @@ struct UdpDeviceOptions {
   // EADDRNOTAVAIL on use). Given: each must bind, or open fails.
   std::vector<IpAddr> bind;
   uint16_t udp_port = kRoceV2Port;
-  uint32_t active_mtu = 0;  // bytes (256 .. 4096); 0: from the netdev MTU, as rxe
-  bool share = true;        // share each address's port with other processes (reuseport)
-  int slot = kAnySlot;      // QPN slot when sharing
+  uint32_t active_mtu = 0;   // bytes (256 .. 4096); 0: from the netdev MTU, as rxe
+  bool share = true;         // share each address's port with other processes (reuseport)
+  int slot = kAnySlot;       // QPN slot when sharing
   std::string registry_dir;  // reuseport registry directory; empty: the per-user default
   bool per_qp_source_port = true;
   uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid

@@ -1,0 +1,68 @@
+// An in-memory wire between Devices in one process: each FakeIo is a device::PacketIo whose
+// tx_burst delivers copies into the peer's receive queue (by destination GID), so two real
+// Devices with their progress threads talk without sockets. `drop_all` turns the wire into
+// a black hole (a dead peer).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "device/device.hpp"
+#include "device/packet_io.hpp"
+
+namespace uroce::test {
+
+class FakeWire;
+
+class FakeIo final : public device::PacketIo {
+ public:
+  FakeIo(FakeWire& wire, const device::Gid& gid) : wire_(wire), gid_(gid) {}
+  size_t rx_burst(std::span<device::RxPacket> out) override;
+  size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
+  void wait(Nanos timeout, bool want_write) override;
+  void wake() override;
+  [[nodiscard]] bool can_send_from(const device::Gid& source) const override {
+    return source == gid_;
+  }
+  [[nodiscard]] const device::Gid& gid() const { return gid_; }
+
+ private:
+  friend class FakeWire;
+  struct Packet {
+    std::vector<uint8_t> bytes;
+    transport::PacketMeta meta;
+  };
+  FakeWire& wire_;
+  device::Gid gid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Packet> queue_;
+  bool woken_ = false;
+};
+
+class FakeWire {
+ public:
+  void attach(FakeIo* io);
+  void detach(FakeIo* io);
+  void deliver(const transport::TxSlot& slot);
+  std::atomic<bool> drop_all{false};
+  std::atomic<uint64_t> delivered{0};
+
+ private:
+  std::mutex mu_;
+  std::vector<FakeIo*> ios_;
+};
+
+// IPv4-mapped GID ::ffff:10.0.0.n.
+device::Gid fake_gid(uint8_t n);
+
+// A device on `wire` with GID table {index 0: fe80::n, index 1: ::ffff:10.0.0.n, index 2:
+// empty} on port 1, QPNs from qpn_base.
+std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
+                                                 bool progress_thread = true);
+
+}  // namespace uroce::test
