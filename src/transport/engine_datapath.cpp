@@ -278,8 +278,12 @@ size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
       tx_list_push(*qp);
       break;
     }
-    if (r == FillResult::kProduced) ++n;
-    schedule_tx(*qp);  // round robin: one packet per turn
+    // Round robin: one packet per turn. A QP that produced nothing leaves the list; the
+    // event that unblocks it (an ACK, a timer, a post, a state change) schedules it again.
+    if (r == FillResult::kProduced) {
+      ++n;
+      schedule_tx(*qp);
+    }
   }
   return n;
 }

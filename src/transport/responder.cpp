@@ -263,6 +263,7 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
     if (e.memory().scatter(qp.pd, wqe_.sge_list(), recv_offset_, payload) != AccessError::kOk) {
       // IBA 9.9.2 class A: the receive WQE is bad (local protection); the requester learns
       // of it as a remote operational error.
+      e.count(qp, Counter::kRespRemoteOperationalError);
       if (rc) {
         class_c_error(e, qp, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr, psn);
       } else {

@@ -77,9 +77,10 @@ struct LinkFaults {
 struct PairOptions {
   transport::QpType type = transport::QpType::kRc;
   transport::Mtu mtu = transport::Mtu::k1024;
-  uint32_t psn0 = 0x100;  // first PSN engine 0 sends
-  uint32_t psn1 = 0x200;  // first PSN engine 1 sends
-  uint8_t timeout = 14;   // 4.096us * 2^14 = 67 ms
+  std::optional<transport::Mtu> mtu1;  // engine 1's path MTU when it differs (mismatch tests)
+  uint32_t psn0 = 0x100;               // first PSN engine 0 sends
+  uint32_t psn1 = 0x200;               // first PSN engine 1 sends
+  uint8_t timeout = 14;                // 4.096us * 2^14 = 67 ms
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   uint8_t min_rnr_timer = 1;  // 10 us
@@ -280,7 +281,7 @@ class EngineHarness {
     a.qp_state = QpState::kRtr;
     mask = kQpState;
     if (!ud) {
-      a.path_mtu = o.mtu;
+      a.path_mtu = (i == 1 && o.mtu1) ? *o.mtu1 : o.mtu;
       a.dest_qp_num = peer.qpn;
       a.rq_psn = rq_psn;
       a.ah_attr.dgid = peer.gid;
