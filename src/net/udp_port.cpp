@@ -168,6 +168,11 @@ NetResult<bool> UdpPort::setup() {
     return NetError{err, std::string("eventfd failed: ") + std::strerror(err)};
   }
   if (!config_.share) return create_socket();
+  if (config_.port == 0) {
+    // The registry is keyed by port number; an ephemeral port has no group to share.
+    return NetError{
+        EINVAL, "a shared UdpPort needs a fixed UDP port (port 0 only works with share = false)"};
+  }
 
   auto reg = RegistryFile::open(config_.registry_dir, config_.port);
   if (!reg) return reg.error();

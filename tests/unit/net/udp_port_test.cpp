@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "net/netdev.hpp"
@@ -256,6 +257,23 @@ TEST(UdpPort, BufferReportIsConsistent) {
     EXPECT_NE(q.value()->buffers().note.find("net.core.rmem_max="), std::string::npos)
         << q.value()->buffers().note;
   }
+}
+
+TEST(UdpPort, SharingNeedsAFixedPortAndAPrivateRegistryDir) {
+  testing::TempDir dir;
+  auto p = UdpPort::open(testing::shared("127.0.0.1", 0, dir.path()));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, EINVAL);
+  // A registry directory that is not a directory (or not ours) is refused with a way out.
+  const std::string file = dir.path() + "/not-a-dir";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  auto q = UdpPort::open(testing::shared("127.0.0.1", 24803, file));
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.error().code, EPERM);
+  EXPECT_NE(q.error().message.find(file + " is not a directory owned by uid"), std::string::npos)
+      << q.error().message;
 }
 
 TEST(UdpPort, UnsharedPortOwnsTheWholeQpnSpace) {
