@@ -22,4 +22,9 @@ struct Subcommand {
 // `uroce dump FILE [--json]`: decode the RoCE v2 packets of a pcap/pcapng file.
 Subcommand add_dump_command(CLI::App& app);
 
+// `uroce devinfo [-v]`: device and port attributes like ibv_devinfo.
+Subcommand add_devinfo_command(CLI::App& app);
+// `uroce gids`: the GID tables like show_gids.
+Subcommand add_gids_command(CLI::App& app);
+
 }  // namespace uroce::cli

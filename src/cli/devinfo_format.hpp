@@ -1,0 +1,31 @@
+// The text of `uroce devinfo`, laid out like rdma-core's `ibv_devinfo [-v]` (libibverbs/
+// examples/devinfo.c): same field names, tabs and "(value)" suffixes, so scripts that read
+// ibv_devinfo read this too. GIDs are listed for every port (newer rdma-core style, with the
+// RoCE version), also without -v, because on RoCE the GID index is what users need to pick.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "device/device_types.hpp"
+
+namespace uroce::cli {
+
+struct DevinfoPort {
+  uint8_t port_num = 1;
+  device::PortAttr attr;
+  std::vector<std::pair<uint32_t, device::Gid>> gids;  // non-empty entries, index order
+};
+
+[[nodiscard]] std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& dev,
+                                         std::span<const DevinfoPort> ports, bool verbose);
+
+// "fe80:0000:0000:0000:0000:00ff:fe00:0001" (ibv_devinfo) or "::ffff:192.0.2.2" for an
+// IPv4-mapped GID.
+[[nodiscard]] std::string devinfo_gid_text(const device::Gid& gid);
+
+}  // namespace uroce::cli

@@ -1,0 +1,55 @@
+// Results of `uroce perf`: the statistics perftest reports and its exact table format
+// (perftest 4.5's RESULT_FMT / REPORT_FMT and RESULT_FMT_LAT / REPORT_FMT_LAT), plus JSON.
+//
+//   BW:  MB/sec is 2^20 bytes per second, Gb/sec is 10^9 bits per second, MsgRate is
+//        millions of messages per second; the peak is the best rate over any window of at
+//        least kPeakWindowFraction of the run.
+//   Lat: per-iteration samples in microseconds (half the round trip for the ping-pong tests,
+//        as perftest reports); t_typical is the median.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace uroce::cli {
+
+inline constexpr std::string_view kResultLine =
+    "---------------------------------------------------------------------------------------";
+
+struct BwSample {
+  uint64_t messages = 0;  // completed so far (all QPs)
+  int64_t ns = 0;         // since the start of the measurement
+};
+
+struct BwResult {
+  uint64_t size = 0;
+  uint64_t iterations = 0;  // messages completed (all QPs)
+  double bw_peak = 0;       // in the report unit (MB/sec or Gb/sec)
+  double bw_average = 0;
+  double msg_rate_mpps = 0;
+};
+
+struct LatResult {
+  uint64_t size = 0;
+  uint64_t iterations = 0;
+  double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p999 = 0;
+};
+
+// `samples` in time order, the last one being the end of the run.
+[[nodiscard]] BwResult compute_bw(uint64_t size, std::span<const BwSample> samples, bool gbits);
+// `usec` is sorted in place.
+[[nodiscard]] LatResult compute_lat(uint64_t size, std::vector<double>& usec);
+
+[[nodiscard]] std::string bw_header(bool gbits);
+[[nodiscard]] std::string bw_line(const BwResult& r);
+[[nodiscard]] std::string lat_header();
+[[nodiscard]] std::string lat_line(const LatResult& r);
+
+[[nodiscard]] nlohmann::json to_json(const BwResult& r, bool gbits);
+[[nodiscard]] nlohmann::json to_json(const LatResult& r);
+
+}  // namespace uroce::cli

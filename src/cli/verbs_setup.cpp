@@ -1,0 +1,182 @@
+// Device, GID, buffer and QP helpers shared by pingpong and perf: see verbs_setup.hpp.
+#include "cli/verbs_setup.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "net/udp_device.hpp"
+
+namespace uroce::cli {
+namespace {
+
+constexpr size_t kPageSize = 4096;
+
+}  // namespace
+
+std::unique_ptr<device::Device> open_cli_device(const std::string& name, std::string& error) {
+  net::UdpDeviceOptions options;
+  if (!name.empty() && name != options.name) {
+    error = fmt::format("IB device {} not found; uroce provides {}", name, options.name);
+    return nullptr;
+  }
+  auto dev = net::open_udp_device(options);
+  if (!dev) {
+    error = dev.error().message;
+    return nullptr;
+  }
+  return std::move(dev.value());
+}
+
+std::optional<GidChoice> choose_gid(const device::Device& dev, std::optional<int> port,
+                                    int gid_index, const net::IpAddr& reach_via,
+                                    std::string& error) {
+  const auto& ports = dev.ports();
+  if (gid_index >= 0) {
+    const uint8_t p = static_cast<uint8_t>(port.value_or(1));
+    GidChoice c{p, static_cast<uint32_t>(gid_index), {}};
+    if (const auto st = dev.query_gid(p, c.index, c.gid); !st) {
+      error = fmt::format("can't read sgid of index {} on port {}: {}", gid_index, p, st.message());
+      return std::nullopt;
+    }
+    return c;
+  }
+  std::optional<GidChoice> found;
+  for (const device::PortInfo& p : ports) {
+    for (size_t i = 0; i < p.gids.size(); ++i) {
+      if (p.gids[i].empty() || p.gids[i].gid != reach_via.bytes) continue;
+      GidChoice c{p.port_num, static_cast<uint32_t>(i), p.gids[i].gid};
+      if (!found || (port && p.port_num == *port && found->port != *port)) found = c;
+    }
+  }
+  if (!found) {
+    error = fmt::format(
+        "no GID of {} has the address {} that the peer reached us on; give the GID index "
+        "with -g/-x (see `uroce gids`)",
+        dev.name(), reach_via.to_string());
+  }
+  return found;
+}
+
+std::unique_ptr<RegisteredBuffer> RegisteredBuffer::create(device::Device& dev, transport::PdId pd,
+                                                           size_t bytes, uint32_t access,
+                                                           std::string& error) {
+  std::unique_ptr<RegisteredBuffer> b(new RegisteredBuffer());
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kPageSize - 1) / kPageSize * kPageSize;
+  b->data_ = static_cast<uint8_t*>(std::aligned_alloc(kPageSize, rounded));
+  if (b->data_ == nullptr) {
+    error = fmt::format("couldn't allocate {} bytes", rounded);
+    return nullptr;
+  }
+  std::memset(b->data_, 0, rounded);
+  b->size_ = rounded;
+  auto mr = dev.reg_mr(pd, b->data_, rounded, access);
+  if (!mr) {
+    error = fmt::format("couldn't register MR: {}", mr.status().message());
+    return nullptr;
+  }
+  b->mr_ = mr.value();
+  b->dev_ = &dev;
+  return b;
+}
+
+RegisteredBuffer::~RegisteredBuffer() {
+  if (dev_ != nullptr) (void)dev_->dereg_mr(mr_.lkey);
+  std::free(data_);
+}
+
+transport::Status qp_to_init(device::Device& dev, uint32_t qpn, transport::QpType type,
+                             uint8_t port, uint32_t access) {
+  transport::QpAttr attr;
+  attr.qp_state = transport::QpState::kInit;
+  attr.pkey_index = 0;
+  attr.port_num = port;
+  uint32_t mask = transport::kQpState | transport::kQpPkeyIndex | transport::kQpPort;
+  if (type == transport::QpType::kUd) {
+    attr.qkey = kPingpongQkey;
+    mask |= transport::kQpQkey;
+  } else {
+    attr.qp_access_flags = access;
+    mask |= transport::kQpAccessFlags;
+  }
+  return dev.modify_qp(qpn, attr, mask);
+}
+
+transport::Status qp_to_rts(device::Device& dev, uint32_t qpn, const ConnectParams& params,
+                            const PingpongDest& dest) {
+  using transport::QpType;
+  transport::QpAttr attr;
+  attr.qp_state = transport::QpState::kRtr;
+  uint32_t mask = transport::kQpState;
+  if (params.type != QpType::kUd) {
+    attr.path_mtu = params.mtu;
+    attr.dest_qp_num = dest.qpn;
+    attr.rq_psn = dest.psn;
+    attr.ah_attr.dgid = dest.gid;
+    attr.ah_attr.sgid_index = static_cast<uint8_t>(params.sgid_index);
+    attr.ah_attr.hop_limit = 64;
+    attr.ah_attr.sl = params.sl;
+    attr.ah_attr.port_num = params.port;
+    attr.ah_attr.is_global = true;
+    mask |= transport::kQpAv | transport::kQpPathMtu | transport::kQpDestQpn | transport::kQpRqPsn;
+    if (params.type == QpType::kRc) {
+      attr.max_dest_rd_atomic = params.max_rd_atomic;
+      attr.min_rnr_timer = 12;
+      mask |= transport::kQpMaxDestRdAtomic | transport::kQpMinRnrTimer;
+    }
+  }
+  if (auto st = dev.modify_qp(qpn, attr, mask); !st) return st;
+
+  attr.qp_state = transport::QpState::kRts;
+  attr.sq_psn = params.my_psn;
+  mask = transport::kQpState | transport::kQpSqPsn;
+  if (params.type == QpType::kRc) {
+    attr.timeout = 14;
+    attr.retry_cnt = 7;
+    attr.rnr_retry = 7;
+    attr.max_rd_atomic = params.max_rd_atomic;
+    mask |= transport::kQpTimeout | transport::kQpRetryCnt | transport::kQpRnrRetry |
+            transport::kQpMaxQpRdAtomic;
+  }
+  return dev.modify_qp(qpn, attr, mask);
+}
+
+transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
+                                             uint32_t sgid_index, const device::Gid& dgid,
+                                             uint8_t sl) {
+  transport::AhAttr ah;
+  ah.dgid = dgid;
+  ah.sgid_index = static_cast<uint8_t>(sgid_index);
+  ah.port_num = port;
+  ah.hop_limit = 64;
+  ah.sl = sl;
+  ah.is_global = true;
+  if (auto st = dev.resolve_av(ah); !st) return st;
+  return ah;
+}
+
+uint32_t random_psn() {
+  static std::mt19937 rng(std::random_device{}());
+  return rng() & 0xffffff;
+}
+
+std::optional<transport::Mtu> mtu_from_bytes(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return transport::Mtu::k256;
+    case 512:
+      return transport::Mtu::k512;
+    case 1024:
+      return transport::Mtu::k1024;
+    case 2048:
+      return transport::Mtu::k2048;
+    case 4096:
+      return transport::Mtu::k4096;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace uroce::cli

@@ -1,0 +1,94 @@
+// What `uroce pingpong` and `uroce perf` share on the RDMA side: opening the UDP device by
+// name, picking the GID (so the source address) to use, a page-aligned registered buffer,
+// and the QP state transitions RESET -> INIT -> RTR -> RTS with the attribute masks that
+// rdma-core's examples and perftest use (linux-rxe-facts.md §1 lists what each one requires).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "cli/pingpong_dest.hpp"
+#include "device/device.hpp"
+#include "net/ip_addr.hpp"
+
+namespace uroce::cli {
+
+// QKEY of rdma-core's ud_pingpong, also used by `uroce perf -c UD`.
+inline constexpr uint32_t kPingpongQkey = 0x11111111;
+
+// "" or "uroce0" opens the UDP device on every netdev that is up; anything else fails with a
+// line naming the device that exists.
+[[nodiscard]] std::unique_ptr<device::Device> open_cli_device(const std::string& name,
+                                                              std::string& error);
+
+struct GidChoice {
+  uint8_t port = 1;
+  uint32_t index = 0;
+  device::Gid gid{};
+};
+
+// gid_index >= 0: that entry of `port` (error if empty or beyond the table). Otherwise the
+// entry whose address is `reach_via` (the local address of the TCP side channel, which is
+// the address the peer reaches us on) on any port, preferring `port`.
+[[nodiscard]] std::optional<GidChoice> choose_gid(const device::Device& dev,
+                                                  std::optional<int> port, int gid_index,
+                                                  const net::IpAddr& reach_via, std::string& error);
+
+// Zeroed, page-aligned memory registered with `access` for the lifetime of the object.
+class RegisteredBuffer {
+ public:
+  static std::unique_ptr<RegisteredBuffer> create(device::Device& dev, transport::PdId pd,
+                                                  size_t bytes, uint32_t access,
+                                                  std::string& error);
+  ~RegisteredBuffer();
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+
+  [[nodiscard]] uint8_t* data() const { return data_; }
+  [[nodiscard]] size_t size() const { return size_; }
+  [[nodiscard]] uint64_t addr() const { return reinterpret_cast<uint64_t>(data_); }
+  [[nodiscard]] const transport::MrInfo& mr() const { return mr_; }
+  [[nodiscard]] std::span<uint8_t> span(size_t offset, size_t length) const {
+    return {data_ + offset, length};
+  }
+
+ private:
+  RegisteredBuffer() = default;
+  device::Device* dev_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  transport::MrInfo mr_;
+};
+
+struct ConnectParams {
+  transport::QpType type = transport::QpType::kRc;
+  uint8_t port = 1;
+  transport::Mtu mtu = transport::Mtu::k1024;
+  uint32_t sgid_index = 0;
+  uint32_t my_psn = 0;
+  uint8_t max_rd_atomic = 1;  // RC: initiator depth and responder resources
+  uint8_t sl = 0;
+};
+
+// RESET -> INIT: RC/UC with remote write/read/atomic access, UD with kPingpongQkey.
+[[nodiscard]] transport::Status qp_to_init(device::Device& dev, uint32_t qpn,
+                                           transport::QpType type, uint8_t port, uint32_t access);
+// INIT -> RTR -> RTS towards `dest` (UD needs no remote: only the state and SQ PSN).
+[[nodiscard]] transport::Status qp_to_rts(device::Device& dev, uint32_t qpn,
+                                          const ConnectParams& params, const PingpongDest& dest);
+
+// An address vector to `dgid` from our GID `sgid_index` (resolved by the device), for UD.
+[[nodiscard]] transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
+                                                           uint32_t sgid_index,
+                                                           const device::Gid& dgid, uint8_t sl = 0);
+
+// Random 24-bit PSN like lrand48() & 0xffffff in the examples.
+[[nodiscard]] uint32_t random_psn();
+
+// IB MTU enum from bytes (0 -> nullopt).
+[[nodiscard]] std::optional<transport::Mtu> mtu_from_bytes(uint32_t bytes);
+
+}  // namespace uroce::cli
