@@ -1,0 +1,165 @@
+// Two devices in two network namespaces joined by a veth pair (root only; skipped
+// otherwise): this test process enters namespace A, the peer runs in B through
+// `ip netns exec`. Traffic crosses a real L2 link with ARP and a 1500-byte MTU (active MTU
+// 1024). The namespaces have unique names and are deleted in TearDown, also on failure.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "device_integration_util.hpp"
+
+namespace uroce::itest {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+const std::string kPeer = std::string(UROCE_BINARY_DIR) + "/bin/uroce_device_peer";
+
+int run(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+    if (run("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
+    const int id = getpid() % 100000;
+    ns_a_ = "uroce-a-" + std::to_string(id);
+    ns_b_ = "uroce-b-" + std::to_string(id);
+    const std::string va = "urva" + std::to_string(id);
+    const std::string vb = "urvb" + std::to_string(id);
+    const std::string net = "10.77." + std::to_string(id % 250) + ".";
+    addr_a_ = net + "1";
+    addr_b_ = net + "2";
+    veth_a_ = va;
+    veth_b_ = vb;
+    original_ns_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(original_ns_, 0);
+    created_ = true;
+    for (const std::string& cmd :
+         {"ip netns add " + ns_a_, "ip netns add " + ns_b_,
+          "ip link add " + va + " type veth peer name " + vb,
+          "ip link set " + va + " netns " + ns_a_, "ip link set " + vb + " netns " + ns_b_,
+          "ip -n " + ns_a_ + " addr add " + addr_a_ + "/24 dev " + va,
+          "ip -n " + ns_b_ + " addr add " + addr_b_ + "/24 dev " + vb,
+          "ip -n " + ns_a_ + " link set " + va + " up",
+          "ip -n " + ns_b_ + " link set " + vb + " up", "ip -n " + ns_a_ + " link set lo up",
+          "ip -n " + ns_b_ + " link set lo up"}) {
+      ASSERT_EQ(run(cmd), 0) << cmd;
+    }
+    const int fd = open(("/var/run/netns/" + ns_a_).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(setns(fd, CLONE_NEWNET), 0) << std::strerror(errno);
+    close(fd);
+    entered_ = true;
+  }
+
+  void TearDown() override {
+    qps_.clear();
+    peer_.reset();
+    local_.reset();
+    if (entered_) (void)setns(original_ns_, CLONE_NEWNET);
+    if (original_ns_ >= 0) close(original_ns_);
+    if (created_) {
+      run("ip netns del " + ns_a_);
+      run("ip netns del " + ns_b_);
+    }
+  }
+
+  std::string ns_a_, ns_b_, veth_a_, veth_b_, addr_a_, addr_b_;
+  int original_ns_ = -1;
+  bool created_ = false;
+  bool entered_ = false;
+  TempDir registry_;
+  std::unique_ptr<Side> local_;
+  std::unique_ptr<Child> peer_;
+  std::vector<QueuePair> qps_;
+};
+
+TEST_F(NetnsTest, RcAndUdAcrossAVethPair) {
+  const uint16_t port = pick_udp_port();
+  OpenOptions o;
+  o.netdevs = {veth_a_};
+  o.bind = {addr_a_};
+  o.udp_port = port;
+  o.registry_dir = registry_.path();
+  auto opened = Device::open(o);
+  ASSERT_TRUE(opened.is_ok()) << opened.error().message;
+  local_ = std::make_unique<Side>(std::move(opened.value()), 4 * kMiB);
+  PortAttr pa;
+  ASSERT_TRUE(local_->dev.query_port(1, pa));
+  EXPECT_EQ(pa.active_mtu, Mtu::k1024);  // veth MTU 1500 - 80 -> 1024
+  Gid g = local_->gid();
+  EXPECT_EQ(g[15], 1);
+
+  for (const char* type : {"rc", "ud"}) {
+    SCOPED_TRACE(type);
+    const bool ud = std::string(type) == "ud";
+    peer_ = std::make_unique<Child>(std::vector<std::string>{
+        "ip", "netns", "exec", ns_b_, kPeer, "--port", std::to_string(port), "--registry",
+        registry_.path(), "--bind", addr_b_, "--netdev", veth_b_, "--type", type, "--qps", "1",
+        "--buf", std::to_string(4 * kMiB)});
+    auto ready = peer_->read_line();
+    ASSERT_TRUE(ready.has_value());
+    auto w = words(*ready);
+    ASSERT_EQ(w.size(), 5u) << *ready;
+    const Gid peer_gid = gid_from_hex(w[1]);
+    const uint64_t peer_addr = std::stoull(w[2]);
+    const uint32_t peer_rkey = static_cast<uint32_t>(std::stoul(w[3]));
+    const uint32_t peer_qpn = split_u32(w[4]).at(0);
+    qps_.clear();
+    qps_.push_back(local_->make_qp(ud ? QpType::kUd : QpType::kRc));
+    QueuePair& qp = qps_[0];
+    ASSERT_EQ(peer_->request("CONNECT " + gid_hex(g) + " 100 " + std::to_string(qp.qp_num())),
+              "OK");
+    ASSERT_TRUE(connect_qp(qp, 100, QpEndpoint{peer_qpn, 1000, peer_gid}));
+
+    if (!ud) {
+      fill_pattern(local_->buf.data(), kMiB, 21);
+      const Sge s = local_->mr.sge(0, kMiB);
+      SendWr wr = make_wr(1, WrOpcode::kRdmaWrite, &s, 1);
+      wr.rdma = {peer_addr, peer_rkey};
+      ASSERT_TRUE(qp.post_send(wr));
+      const Sge r = local_->mr.sge(kMiB, kMiB);
+      SendWr rd = make_wr(2, WrOpcode::kRdmaRead, &r, 1);
+      rd.rdma = {peer_addr, peer_rkey};
+      ASSERT_TRUE(qp.post_send(rd));
+      auto wcs = wait_wcs(local_->cq, 2, std::chrono::seconds(20));
+      ASSERT_EQ(wcs.size(), 2u);
+      EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+      EXPECT_EQ(wcs[1].status, WcStatus::kSuccess);
+      EXPECT_EQ(std::memcmp(local_->buf.data() + kMiB, local_->buf.data(), kMiB), 0);
+      ASSERT_EQ(peer_->request("POST_RECV 0 1 0 " + std::to_string(kMiB)), "OK");
+      ASSERT_TRUE(qp.post_send(make_wr(3, WrOpcode::kSend, &s, 1)));
+      ASSERT_EQ(wait_wcs(local_->cq, 1).at(0).status, WcStatus::kSuccess);
+      EXPECT_EQ(peer_->request("WAIT_RECV 1 10000"), "RECVD 1 1 " + std::to_string(kMiB));
+    } else {
+      auto ah = local_->pd.create_ah(make_ah_attr(peer_gid));
+      ASSERT_TRUE(ah.is_ok());
+      ASSERT_EQ(peer_->request("POST_RECV 0 1 0 2000"), "OK");
+      const Sge s = local_->mr.sge(0, 1024);
+      SendWr wr = make_wr(1, WrOpcode::kSend, &s, 1);
+      wr.ud.ah = ah->attr();
+      wr.ud.remote_qpn = peer_qpn;
+      wr.ud.remote_qkey = ConnectOptions{}.qkey;
+      // UD is unreliable and the first datagram may wait on ARP: resend until received.
+      std::string got;
+      for (int attempt = 0; attempt < 20 && got != "RECVD 1 1 1064"; ++attempt) {
+        ASSERT_TRUE(qp.post_send(wr));
+        ASSERT_EQ(wait_wcs(local_->cq, 1).at(0).status, WcStatus::kSuccess);
+        got = peer_->request("WAIT_RECV 1 200").value_or("");
+      }
+      EXPECT_EQ(got, "RECVD 1 1 1064");
+    }
+    EXPECT_EQ(peer_->request("QUIT"), std::nullopt);
+    EXPECT_EQ(peer_->wait_exit(), 0);
+    peer_.reset();
+  }
+}
+
+}  // namespace
+}  // namespace uroce::itest
