@@ -287,19 +287,37 @@ std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
     }
     // Loopback delivery normally completes inside sendto(); allow a little slack for the rest.
     const int64_t deadline = mono_ns() + 200'000'000;
-    std::array<uint8_t, 2048> scratch{};
+    std::vector<uint8_t> scratch(65536);
     while (mono_ns() < deadline) {
       pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, hits > 0 ? 5 : 20) <= 0) {
+      if (poll(&p, 1, hits > 0 ? 1 : 20) <= 0) {
         if (hits > 0) break;
         continue;
       }
       for (;;) {
-        ssize_t n = recv(fd_, scratch.data(), scratch.size(), MSG_DONTWAIT);
+        iovec iov{scratch.data(), scratch.size()};
+        msghdr h{};
+        h.msg_name = &names_[0];
+        h.msg_namelen = sizeof names_[0];
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = cmsgs_[0].bytes;
+        h.msg_controllen = sizeof cmsgs_[0].bytes;
+        ssize_t n = recvmsg(fd_, &h, MSG_DONTWAIT);
         if (n < 0) break;
-        auto pr = parse_probe({scratch.data(), static_cast<size_t>(n)});
+        const std::span<const uint8_t> bytes(scratch.data(), static_cast<size_t>(n));
+        auto pr = parse_probe(bytes);
         if (!pr) {
-          ++counters_.rx_drop_repair;
+          // Data that arrived meanwhile is kept and handed out by the next recv_burst().
+          if (stash_.size() >= kMaxStash) {
+            ++counters_.rx_drop_repair;
+            continue;
+          }
+          Stashed st;
+          st.bytes.assign(bytes.begin(), bytes.end());
+          fill_meta(h, st.meta);
+          st.meta.len = st.bytes.size();
+          stash_.push_back(std::move(st));
         } else if (pr->token != token_) {
           ++counters_.rx_probes;
         } else {
@@ -528,9 +546,78 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   return false;
 }
 
+void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) const {
+  d.ip = wire::IpContext{};
+  d.ip.ipv6 = family_ == AF_INET6;
+  d.ip.dport = port_;
+  d.ip.dst = config_.local.bytes;
+  d.tos = 0;
+  d.ttl = 0;
+  d.ifindex = 0;
+  if (auto src = SockAddr::split(static_cast<const sockaddr*>(h.msg_name))) {
+    d.ip.src = src->first.bytes;
+    d.ip.sport = src->second;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      d.tos = *CMSG_DATA(c);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      d.ttl = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      in_pktinfo pi{};
+      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+      d.ip.dst = IpAddr::from_in(pi.ipi_addr).bytes;  // the header's destination
+      d.ifindex = pi.ipi_ifindex;
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      d.tos = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      d.ttl = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+      in6_pktinfo pi{};
+      std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+      d.ip.dst = IpAddr::from_in6(pi.ipi6_addr).bytes;
+      d.ifindex = static_cast<int>(pi.ipi6_ifindex);
+    }
+  }
+}
+
+size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
+  size_t kept = 0;
+  while (!stash_.empty() && kept < out.size()) {
+    Stashed st = std::move(stash_.front());
+    stash_.pop_front();
+    st.meta.buf = st.bytes;
+    if (!keep_datagram(st.meta)) continue;
+    RxDatagram& d = out[kept];
+    if (st.bytes.size() > d.buf.size()) {
+      ++counters_.rx_drop_truncated;
+      continue;
+    }
+    std::memcpy(d.buf.data(), st.bytes.data(), st.bytes.size());
+    d.len = st.bytes.size();
+    d.ip = st.meta.ip;
+    d.tos = st.meta.tos;
+    d.ttl = st.meta.ttl;
+    d.ifindex = st.meta.ifindex;
+    ++counters_.rx_packets;
+    counters_.rx_bytes += d.len;
+    ++kept;
+  }
+  return kept;
+}
+
 size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   const size_t want = std::min(out.size(), kMaxBurst);
   if (want == 0) return 0;
+  if (!stash_.empty()) {
+    if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
+  }
   for (size_t i = 0; i < want; ++i) {
     iovs_[i] = iovec{out[i].buf.data(), out[i].buf.size()};
     msghdr& h = msgs_[i].msg_hdr;
@@ -559,44 +646,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
       continue;
     }
     d.len = msgs_[i].msg_len;
-    d.ip = wire::IpContext{};
-    d.ip.ipv6 = family_ == AF_INET6;
-    d.ip.dport = port_;
-    d.ip.dst = config_.local.bytes;
-    d.tos = 0;
-    d.ttl = 0;
-    d.ifindex = 0;
-    if (auto src = SockAddr::split(reinterpret_cast<sockaddr*>(&names_[i]))) {
-      d.ip.src = src->first.bytes;
-      d.ip.sport = src->second;
-    }
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-        d.tos = *CMSG_DATA(c);
-      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
-        int v = 0;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        d.ttl = static_cast<uint8_t>(v);
-      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-        in_pktinfo pi{};
-        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
-        d.ip.dst = IpAddr::from_in(pi.ipi_addr).bytes;  // the header's destination
-        d.ifindex = pi.ipi_ifindex;
-      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-        int v = 0;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        d.tos = static_cast<uint8_t>(v);
-      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
-        int v = 0;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        d.ttl = static_cast<uint8_t>(v);
-      } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-        in6_pktinfo pi{};
-        std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
-        d.ip.dst = IpAddr::from_in6(pi.ipi6_addr).bytes;
-        d.ifindex = static_cast<int>(pi.ipi6_ifindex);
-      }
-    }
+    fill_meta(h, d);
     const uint64_t misdelivered_before = counters_.rx_drop_misdelivered;
     const uint64_t unowned_before = counters_.rx_drop_no_owner;
     if (!keep_datagram(d)) {

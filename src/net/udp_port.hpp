@@ -30,6 +30,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -171,6 +172,8 @@ class UdpPort {
   [[nodiscard]] bool a_watched_member_exited() const;
   int socket_for_sport(uint16_t sport);
   bool keep_datagram(RxDatagram& d);
+  void fill_meta(const msghdr& h, RxDatagram& d) const;
+  size_t deliver_stash(std::span<RxDatagram> out);
 
   UdpPortConfig config_;
   uint16_t port_ = 0;
@@ -192,6 +195,15 @@ class UdpPort {
   std::unordered_map<pid_t, int> member_pidfds_;
   int64_t last_prune_ns_ = 0;
   int64_t last_misdelivery_repair_ns_ = 0;
+
+  // Datagrams drained from the socket while probing our position, handed out first by the
+  // next recv_burst() (allocates, but only during a repair).
+  struct Stashed {
+    std::vector<uint8_t> bytes;
+    RxDatagram meta;
+  };
+  static constexpr size_t kMaxStash = 1024;
+  std::deque<Stashed> stash_;
 
   // Source-port sockets.
   std::unordered_map<uint16_t, int> sport_fds_;

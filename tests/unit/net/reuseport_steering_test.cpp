@@ -149,6 +149,43 @@ TEST(ReuseportSteering, Ipv6LoopbackGroup) {
   }
 }
 
+TEST(ReuseportSteering, DataArrivingDuringAPositionProbeIsKept) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24816;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  auto b = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  // Queue data for b, then make b prove its position: a new epoch (as after a crash).
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_EQ(send_one(*s.value(), bth_packet(b.value()->qpn_range().base + i), ip("127.0.0.1"),
+                       kPort, 0x02),
+              1u);
+  }
+  {
+    auto reg = RegistryFile::open(dir.path(), kPort);
+    ASSERT_TRUE(reg.ok());
+    auto lock = reg.value().lock();
+    RegistryState st = reg.value().load();
+    ++st.epoch;
+    reg.value().store(st);
+  }
+  b.value()->maintain();
+  EXPECT_EQ(b.value()->counters().reuseport_probes, 1u);
+  EXPECT_EQ(b.value()->counters().reuseport_probe_failures, 0u);
+  EXPECT_EQ(b.value()->position(), 1u);
+  auto got = receive(*b.value(), 6, 100ms);
+  ASSERT_EQ(got.size(), 5u);
+  for (uint32_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(dqpn_of(got[i].bytes), b.value()->qpn_range().base + i);
+    EXPECT_EQ(got[i].meta.tos, 0x02);
+    EXPECT_EQ(got[i].meta.ip.sport, s.value()->port());
+  }
+  EXPECT_EQ(b.value()->counters().rx_drop_repair, 0u);
+  expect_exact_steering(*s.value(), {a.value().get(), b.value().get()}, kPort);
+}
+
 TEST(ReuseportSteering, ProbesAreNotData) {
   testing::TempDir dir;
   constexpr uint16_t kPort = 24814;
