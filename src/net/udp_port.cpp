@@ -466,20 +466,16 @@ int UdpPort::socket_for_sport(uint16_t sport) {
 size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
   size_t i = 0;
   while (i < pkts.size()) {
-    int fd = socket_for_sport(pkts[i].ip.sport);
-    if (fd < 0) {
-      fd = fd_;
-      ++counters_.tx_sport_fallback;
-    }
-    // One sendmmsg per run of datagrams leaving through the same socket.
+    // One sendmmsg per run of datagrams leaving through the same socket. A datagram whose
+    // source port cannot be had leaves through the main socket (and counts once it is sent).
+    const int first = socket_for_sport(pkts[i].ip.sport);
+    const int fd = first < 0 ? fd_ : first;
     size_t n = 0;
     while (i + n < pkts.size() && n < kMaxBurst) {
       const TxDatagram& d = pkts[i + n];
-      if (n > 0) {
-        int fd_n = socket_for_sport(d.ip.sport);
-        if (fd_n != fd && !(fd_n < 0 && fd == fd_)) break;
-        if (fd_n < 0) ++counters_.tx_sport_fallback;
-      }
+      const int fd_n = n == 0 ? first : socket_for_sport(d.ip.sport);
+      if ((fd_n < 0 ? fd_ : fd_n) != fd) break;
+      fallback_[n] = fd_n < 0;
       IpAddr dst;
       dst.bytes = d.ip.dst;
       auto* name = reinterpret_cast<sockaddr*>(&names_[n]);
@@ -521,6 +517,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
     for (int k = 0; k < rc; ++k) {
       ++counters_.tx_packets;
       counters_.tx_bytes += pkts[i + static_cast<size_t>(k)].data.size();
+      if (fallback_[static_cast<size_t>(k)]) ++counters_.tx_sport_fallback;
     }
     i += static_cast<size_t>(rc);
   }

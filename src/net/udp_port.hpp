@@ -217,6 +217,7 @@ class UdpPort {
     uint8_t bytes[128];
   };
   std::array<CmsgBuf, kMaxBurst> cmsgs_{};
+  std::array<bool, kMaxBurst> fallback_{};
 };
 
 }  // namespace uroce::net

@@ -142,6 +142,26 @@ TEST(UdpPort, PerQpSourcePort) {
   ASSERT_EQ(got2.size(), 1u);
   EXPECT_EQ(got2[0].meta.ip.sport, tx.port());
   EXPECT_EQ(tx.counters().tx_sport_fallback, 1u);
+
+  // One burst mixing source ports: split into runs per socket, order kept.
+  const uint16_t sports[] = {0xC001, 0xC001, 0, 0xC002, taken, taken, 0xC001};
+  std::vector<TxDatagram> burst;
+  for (uint16_t sp : sports) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = tx.local().bytes;
+    d.ip.dport = b.value()->port();
+    d.ip.sport = sp;
+    burst.push_back(d);
+  }
+  ASSERT_EQ(tx.send_burst(burst), std::size(sports));
+  auto got3 = receive(*b.value(), std::size(sports), 2s);
+  ASSERT_EQ(got3.size(), std::size(sports));
+  for (size_t i = 0; i < std::size(sports); ++i) {
+    const uint16_t want = (sports[i] == 0 || sports[i] == taken) ? tx.port() : sports[i];
+    EXPECT_EQ(got3[i].meta.ip.sport, want) << i;
+  }
+  EXPECT_EQ(tx.counters().tx_sport_fallback, 3u);
   close(blocker);
 }
 
