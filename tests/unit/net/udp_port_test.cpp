@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "net/netdev.hpp"
@@ -243,6 +245,37 @@ TEST(UdpPort, AddressInUseByAnotherSocketSaysSo) {
   ASSERT_TRUE(q.ok()) << q.error().message;
   EXPECT_EQ(q.value()->slot(), 0u);
   EXPECT_EQ(q.value()->position(), 0u);
+}
+
+TEST(UdpPort, PrivilegedPortRefusedSaysWhy) {
+  // Run as an unprivileged uid in a child so the test means the same as root and as a user.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    auto p = UdpPort::open(unshared("127.0.0.1", 1));
+    std::string msg = p.ok() ? "ok" : std::to_string(p.error().code) + " " + p.error().message;
+    (void)!write(fds[1], msg.data(), msg.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) GTEST_SKIP() << "cannot drop privileges";
+  std::ifstream start("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+  int unpriv_start = 1024;
+  start >> unpriv_start;
+  if (unpriv_start <= 1) GTEST_SKIP() << "every port is unprivileged on this host";
+  EXPECT_EQ(msg.rfind(std::to_string(EACCES) + " binding UDP 127.0.0.1:1 was refused", 0), 0u)
+      << msg;
+  EXPECT_NE(msg.find("CAP_NET_BIND_SERVICE"), std::string::npos) << msg;
 }
 
 TEST(UdpPort, UnknownAddressListsTheHostsAddresses) {
