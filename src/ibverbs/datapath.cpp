@@ -1,0 +1,271 @@
+// The data path: post_send / post_recv / post_srq_recv / poll_cq / req_notify_cq, which
+// verbs.h inlines as calls through ibv_context::ops, the completion-channel calls, and the
+// extended CQ polling ops (ibv_start_poll, ibv_next_poll, ibv_wc_read_*).
+//
+// A WR list is posted one WR at a time; the first refused WR stops the list and is returned
+// in *bad_wr with its errno, the ones before it stay posted (ibverbs semantics).
+#include <endian.h>
+
+#include <algorithm>
+#include <array>
+
+#include "ibverbs/objects.hpp"
+
+using namespace uroce;
+using namespace uroce::ibverbs;
+
+namespace {
+
+// Above the device's max_sge; the engine refuses lists longer than the QP's own limit.
+constexpr int kMaxSge = 64;
+constexpr int kPollChunk = 32;
+
+bool copy_sges(const ibv_sge* in, int n, std::array<transport::Sge, kMaxSge>& out) {
+  if (n < 0 || n > kMaxSge || (n > 0 && in == nullptr)) return false;
+  for (int i = 0; i < n; ++i) out[i] = transport::Sge{in[i].addr, in[i].length, in[i].lkey};
+  return true;
+}
+
+int to_send_wr(ibv_qp* qp, const ibv_send_wr& in, std::array<transport::Sge, kMaxSge>& sges,
+               transport::SendWr& out) {
+  if (in.opcode > IBV_WR_SEND_WITH_INV) return EINVAL;  // TSO, DRIVER1, ATOMIC_WRITE, ...
+  if (!copy_sges(in.sg_list, in.num_sge, sges)) return EINVAL;
+  out = transport::SendWr{};
+  out.wr_id = in.wr_id;
+  out.opcode = static_cast<transport::WrOpcode>(in.opcode);
+  out.send_flags = in.send_flags;
+  out.sg_list = std::span<const transport::Sge>(sges.data(), static_cast<size_t>(in.num_sge));
+  if (in.opcode == IBV_WR_SEND_WITH_IMM || in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    out.imm_data = be32toh(in.imm_data);
+  }
+  if (in.opcode == IBV_WR_SEND_WITH_INV || in.opcode == IBV_WR_LOCAL_INV) {
+    out.invalidate_rkey = in.invalidate_rkey;
+  }
+  if (qp->qp_type == IBV_QPT_UD) {
+    if (in.wr.ud.ah == nullptr) return EINVAL;
+    out.ud.ah = ah_of(in.wr.ud.ah)->attr;
+    out.ud.remote_qpn = in.wr.ud.remote_qpn;
+    out.ud.remote_qkey = in.wr.ud.remote_qkey;
+  } else if (in.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || in.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    out.atomic.remote_addr = in.wr.atomic.remote_addr;
+    out.atomic.compare_add = in.wr.atomic.compare_add;
+    out.atomic.swap = in.wr.atomic.swap;
+    out.atomic.rkey = in.wr.atomic.rkey;
+  } else {
+    out.rdma.remote_addr = in.wr.rdma.remote_addr;
+    out.rdma.rkey = in.wr.rdma.rkey;
+  }
+  return 0;
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  device::Device& dev = dev_of(qp->context);
+  std::array<transport::Sge, kMaxSge> sges;
+  for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+    transport::SendWr sw;
+    int rc = to_send_wr(qp, *w, sges, sw);
+    if (rc == 0) {
+      transport::Status st = dev.post_send(qp->qp_num, sw);
+      rc = st.code();
+    }
+    if (rc != 0) {
+      if (bad_wr != nullptr) *bad_wr = w;
+      return fail_int(rc);
+    }
+  }
+  return 0;
+}
+
+template <typename Post>
+int post_recv_list(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post post) {
+  std::array<transport::Sge, kMaxSge> sges;
+  for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
+    int rc = EINVAL;
+    if (copy_sges(w->sg_list, w->num_sge, sges)) {
+      transport::RecvWr rw;
+      rw.wr_id = w->wr_id;
+      rw.sg_list = std::span<const transport::Sge>(sges.data(), static_cast<size_t>(w->num_sge));
+      rc = post(rw).code();
+    }
+    if (rc != 0) {
+      if (bad_wr != nullptr) *bad_wr = w;
+      return fail_int(rc);
+    }
+  }
+  return 0;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  device::Device& dev = dev_of(qp->context);
+  const uint32_t qpn = qp->qp_num;
+  return post_recv_list(wr, bad_wr,
+                        [&](const transport::RecvWr& rw) { return dev.post_recv(qpn, rw); });
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  device::Device& dev = dev_of(srq->context);
+  const transport::SrqId id = srq_of(srq)->id;
+  return post_recv_list(wr, bad_wr,
+                        [&](const transport::RecvWr& rw) { return dev.post_srq_recv(id, rw); });
+}
+
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  if (num_entries <= 0) return 0;
+  device::Device& dev = dev_of(cq->context);
+  const transport::CqId id = cq_of(cq)->id;
+  std::array<transport::Wc, kPollChunk> chunk;
+  int total = 0;
+  while (total < num_entries) {
+    const int want = std::min(num_entries - total, kPollChunk);
+    const int n =
+        dev.poll_cq(id, std::span<transport::Wc>(chunk.data(), static_cast<size_t>(want)));
+    if (n < 0) return total > 0 ? total : -1;
+    for (int i = 0; i < n; ++i) wc_to_ibv(chunk[i], wc[total + i]);
+    total += n;
+    if (n < want) break;
+  }
+  return total;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  transport::Status st = dev_of(cq->context).req_notify_cq(cq_of(cq)->id, solicited_only != 0);
+  return st ? 0 : st.code();
+}
+
+// ---- Extended CQ polling: one entry at a time (objects.hpp says why).
+
+int read_one(ibv_cq_ex* cq) {
+  UCq* u = cq_of(cq);
+  const int n = dev_of(cq->context).poll_cq(u->id, std::span<transport::Wc>(&u->current, 1));
+  if (n < 0) return EINVAL;
+  if (n == 0) return ENOENT;
+  cq->wr_id = u->current.wr_id;
+  cq->status = static_cast<ibv_wc_status>(u->current.status);
+  return 0;
+}
+
+int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  if (attr != nullptr && attr->comp_mask != 0) return EINVAL;
+  return read_one(cq);
+}
+int next_poll(ibv_cq_ex* cq) {
+  return read_one(cq);
+}
+void end_poll(ibv_cq_ex*) {}
+const transport::Wc& cur(ibv_cq_ex* cq) {
+  return cq_of(cq)->current;
+}
+ibv_wc_opcode read_opcode(ibv_cq_ex* cq) {
+  return static_cast<ibv_wc_opcode>(cur(cq).opcode);
+}
+uint32_t read_vendor_err(ibv_cq_ex* cq) {
+  return cur(cq).vendor_err;
+}
+uint32_t read_byte_len(ibv_cq_ex* cq) {
+  return cur(cq).byte_len;
+}
+__be32 read_imm_data(ibv_cq_ex* cq) {
+  const transport::Wc& w = cur(cq);
+  return (w.wc_flags & transport::kWcWithInv) != 0 ? w.invalidated_rkey : htobe32(w.imm_data);
+}
+uint32_t read_qp_num(ibv_cq_ex* cq) {
+  return cur(cq).qp_num;
+}
+uint32_t read_src_qp(ibv_cq_ex* cq) {
+  return cur(cq).src_qp;
+}
+unsigned int read_wc_flags(ibv_cq_ex* cq) {
+  return cur(cq).wc_flags;
+}
+uint32_t read_slid(ibv_cq_ex* cq) {
+  return cur(cq).slid;
+}
+uint8_t read_sl(ibv_cq_ex* cq) {
+  return cur(cq).sl;
+}
+uint8_t read_dlid_path_bits(ibv_cq_ex* cq) {
+  return cur(cq).dlid_path_bits;
+}
+
+}  // namespace
+
+namespace uroce::ibverbs {
+
+void wc_to_ibv(const transport::Wc& in, ibv_wc& out) {
+  out.wr_id = in.wr_id;
+  out.status = static_cast<ibv_wc_status>(in.status);
+  out.opcode = static_cast<ibv_wc_opcode>(in.opcode);
+  out.vendor_err = in.vendor_err;
+  out.byte_len = in.byte_len;
+  if ((in.wc_flags & transport::kWcWithInv) != 0) {
+    out.invalidated_rkey = in.invalidated_rkey;
+  } else {
+    out.imm_data = htobe32(in.imm_data);
+  }
+  out.qp_num = in.qp_num;
+  out.src_qp = in.src_qp;
+  out.wc_flags = in.wc_flags;
+  out.pkey_index = in.pkey_index;
+  out.slid = in.slid;
+  out.sl = in.sl;
+  out.dlid_path_bits = in.dlid_path_bits;
+}
+
+void install_datapath_ops(ibv_context_ops& ops) {
+  ops.post_send = post_send;
+  ops.post_recv = post_recv;
+  ops.post_srq_recv = post_srq_recv;
+  ops.poll_cq = poll_cq;
+  ops.req_notify_cq = req_notify_cq;
+}
+
+void install_cq_ex_ops(ibv_cq_ex& cq) {
+  cq.start_poll = start_poll;
+  cq.next_poll = next_poll;
+  cq.end_poll = end_poll;
+  cq.read_opcode = read_opcode;
+  cq.read_vendor_err = read_vendor_err;
+  cq.read_byte_len = read_byte_len;
+  cq.read_imm_data = read_imm_data;
+  cq.read_qp_num = read_qp_num;
+  cq.read_src_qp = read_src_qp;
+  cq.read_wc_flags = read_wc_flags;
+  cq.read_slid = read_slid;
+  cq.read_sl = read_sl;
+  cq.read_dlid_path_bits = read_dlid_path_bits;
+}
+
+}  // namespace uroce::ibverbs
+
+extern "C" {
+
+// Blocks until an event comes, like a read of rdma-core's blocking channel fd. The device's
+// eventfd is always O_NONBLOCK, so whether the application set that flag cannot be told;
+// programs that want non-blocking use poll() on channel->fd first, which works unchanged.
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  if (channel == nullptr || cq == nullptr || cq_context == nullptr) return fail_minus1(EINVAL);
+  UContext* uctx = ctx_of(channel->context);
+  auto r = uctx->dev->get_cq_event(channel_of(channel)->id, Nanos(-1));
+  if (!r) return fail_minus1(r.status().code());
+  UCq* ucq = nullptr;
+  {
+    std::lock_guard lock(uctx->mu);
+    auto it = uctx->cqs.find(static_cast<uint32_t>(*r));
+    if (it != uctx->cqs.end()) ucq = it->second;
+  }
+  if (ucq == nullptr) return fail_minus1(EINVAL);
+  *cq = ibv_cq_ex_to_cq(&ucq->cq);
+  *cq_context = ucq->cq.cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  if (cq == nullptr || nevents == 0) return;
+  dev_of(cq->context).ack_cq_events(cq_of(cq)->id, nevents);
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+}  // extern "C"

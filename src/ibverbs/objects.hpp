@@ -1,0 +1,140 @@
+// The C objects the libibverbs shim hands to applications, each embedding the ibverbs struct
+// an application sees (first member, so a pointer to it is a pointer to ours), plus the
+// uroce id it stands for.
+//
+// Context layout: rdma-core's inline verbs (verbs.h) find `struct verbs_context` from an
+// `ibv_context*` by container_of and check `sz` before calling an extended op, so UContext
+// embeds verbs_context whole, with the ibv_context as its last field, abi_compat set to
+// __VERBS_ABI_IS_EXTENDED and sz = sizeof(verbs_context). Data-path verbs (post_send,
+// poll_cq, ...) are inline in verbs.h too and dispatch through ibv_context::ops.
+//
+// Threading: ibverbs objects may be used from several threads. The Device is thread-safe;
+// the id -> object maps here (needed to turn a CQ event or an async event back into the
+// application's pointer) are guarded by UContext::mu.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "device/device.hpp"
+
+namespace uroce::ibverbs {
+
+struct UCq;
+struct UQp;
+struct USrq;
+
+struct UContext {
+  verbs_context vctx{};  // first: container_of(ibv_context) lands here
+  std::unique_ptr<device::Device> dev;
+  std::mutex mu;
+  std::unordered_map<uint32_t, UCq*> cqs;    // by CqId
+  std::unordered_map<uint32_t, UQp*> qps;    // by QPN
+  std::unordered_map<uint32_t, USrq*> srqs;  // by SrqId
+};
+
+struct UPd {
+  ibv_pd pd{};
+  transport::PdId id{};
+};
+
+struct UMr {
+  ibv_mr mr{};
+};
+
+struct UChannel {
+  ibv_comp_channel ch{};
+  device::ChannelId id{};
+};
+
+struct UCq {
+  ibv_cq_ex cq{};  // ibv_cq is its prefix (ibv_cq_ex_to_cq is a cast)
+  transport::CqId id{};
+  // Extended polling (ibv_start_poll ... ibv_end_poll): the entry being read. Entries are
+  // taken one at a time, so nothing polled is left behind when the application stops.
+  transport::Wc current{};
+};
+
+struct USrq {
+  ibv_srq srq{};
+  transport::SrqId id{};
+};
+
+struct UQp {
+  ibv_qp qp{};
+};
+
+struct UAh {
+  ibv_ah ah{};
+  transport::AhAttr attr;  // resolved: source GID filled in
+};
+
+inline UContext* ctx_of(ibv_context* c) {
+  return reinterpret_cast<UContext*>(reinterpret_cast<uint8_t*>(c) -
+                                     offsetof(verbs_context, context));
+}
+inline device::Device& dev_of(ibv_context* c) {
+  return *ctx_of(c)->dev;
+}
+inline UPd* pd_of(ibv_pd* p) {
+  return reinterpret_cast<UPd*>(p);
+}
+inline UCq* cq_of(ibv_cq* c) {
+  return reinterpret_cast<UCq*>(c);
+}
+inline UCq* cq_of(ibv_cq_ex* c) {
+  return reinterpret_cast<UCq*>(c);
+}
+inline USrq* srq_of(ibv_srq* s) {
+  return reinterpret_cast<USrq*>(s);
+}
+inline UAh* ah_of(ibv_ah* a) {
+  return reinterpret_cast<UAh*>(a);
+}
+inline UChannel* channel_of(ibv_comp_channel* c) {
+  return reinterpret_cast<UChannel*>(c);
+}
+
+// ibverbs reports errors two ways: functions returning a pointer set errno and return
+// NULL; functions returning int return the errno value (and rdma-core sets errno too).
+template <typename T>
+T* fail_null(int err) {
+  errno = err;
+  return nullptr;
+}
+inline int fail_int(int err) {
+  errno = err;
+  return err;
+}
+inline int fail_minus1(int err) {  // the older verbs: -1 and errno
+  errno = err;
+  return -1;
+}
+
+// Converts between ibverbs' address vector and the engine's (RoCE v2: GRH required).
+int ah_from_ibv(const ibv_ah_attr& in, transport::AhAttr& out);
+void ah_to_ibv(const transport::AhAttr& in, ibv_ah_attr& out);
+
+// Extended-poll ops installed on every CQ (cq_ex.cpp).
+void install_cq_ex_ops(ibv_cq_ex& cq);
+
+// Data-path ops installed in ibv_context::ops (datapath.cpp).
+void install_datapath_ops(ibv_context_ops& ops);
+
+// Extended ops installed in verbs_context (query.cpp, resources.cpp, qp.cpp).
+int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len);
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+
+// Converts one engine completion to ibverbs' layout (imm_data back to network order).
+void wc_to_ibv(const transport::Wc& in, ibv_wc& out);
+
+}  // namespace uroce::ibverbs

@@ -1,0 +1,345 @@
+// Protection domains, memory regions, completion channels, CQs, SRQs and address handles:
+// each ibverbs object wraps the device's id for it (objects.hpp).
+#include <fcntl.h>
+
+#include <cstring>
+#include <new>
+
+#include "ibverbs/objects.hpp"
+
+using namespace uroce;
+using namespace uroce::ibverbs;
+
+namespace {
+
+// Access bits the engine implements; ibverbs' optional range (relaxed ordering, ...) is a
+// hint a device may ignore (rdma-core drops it for devices without it).
+constexpr unsigned kEngineAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                   IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED;
+
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (pd == nullptr) return fail_null<ibv_mr>(EINVAL);
+  access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  access &= ~static_cast<unsigned>(IBV_ACCESS_HUGETLB);  // a hint about the pages only
+  // On-demand paging, zero-based and IOVA-offset MRs need an address translation the
+  // engine's memory checker does not have: it checks remote addresses against addr.
+  if ((access & IBV_ACCESS_ON_DEMAND) != 0 || (access & IBV_ACCESS_ZERO_BASED) != 0 ||
+      iova != reinterpret_cast<uintptr_t>(addr)) {
+    return fail_null<ibv_mr>(EOPNOTSUPP);
+  }
+  if ((access & ~kEngineAccess) != 0) return fail_null<ibv_mr>(EINVAL);
+  auto r = dev_of(pd->context).reg_mr(pd_of(pd)->id, addr, length, access);
+  if (!r) return fail_null<ibv_mr>(r.status().code());
+  auto* mr = new (std::nothrow) UMr;
+  if (mr == nullptr) {
+    (void)dev_of(pd->context).dereg_mr(r->lkey);
+    return fail_null<ibv_mr>(ENOMEM);
+  }
+  mr->mr.context = pd->context;
+  mr->mr.pd = pd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.handle = r->lkey;
+  mr->mr.lkey = r->lkey;
+  mr->mr.rkey = r->rkey;
+  return &mr->mr;
+}
+
+void register_cq(UContext* uctx, UCq* cq) {
+  std::lock_guard lock(uctx->mu);
+  uctx->cqs[static_cast<uint32_t>(cq->id)] = cq;
+}
+
+ibv_cq_ex* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                   int comp_vector) {
+  if (context == nullptr || cqe <= 0) return fail_null<ibv_cq_ex>(EINVAL);
+  if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    return fail_null<ibv_cq_ex>(EINVAL);
+  }
+  std::optional<device::ChannelId> ch;
+  if (channel != nullptr) ch = channel_of(channel)->id;
+  device::Device& dev = dev_of(context);
+  auto r = dev.create_cq(static_cast<uint32_t>(cqe), ch);
+  if (!r) return fail_null<ibv_cq_ex>(r.status().code());
+  auto* cq = new (std::nothrow) UCq;
+  if (cq == nullptr) {
+    (void)dev.destroy_cq(*r);
+    return fail_null<ibv_cq_ex>(ENOMEM);
+  }
+  cq->id = *r;
+  ibv_cq_ex& c = cq->cq;
+  c.context = context;
+  c.channel = channel;
+  c.cq_context = cq_context;
+  c.handle = static_cast<uint32_t>(cq->id);
+  c.cqe = static_cast<int>(dev.cq_capacity(cq->id));
+  pthread_mutex_init(&c.mutex, nullptr);
+  pthread_cond_init(&c.cond, nullptr);
+  install_cq_ex_ops(c);
+  if (channel != nullptr) {
+    pthread_mutex_lock(&context->mutex);
+    ++channel->refcnt;
+    pthread_mutex_unlock(&context->mutex);
+  }
+  register_cq(ctx_of(context), cq);
+  return &c;
+}
+
+}  // namespace
+
+namespace uroce::ibverbs {
+
+int ah_from_ibv(const ibv_ah_attr& in, transport::AhAttr& out) {
+  // RoCE carries every packet in IP: an address vector without a GRH has no destination
+  // (the kernel's rdma_check_ah_attr refuses it with EINVAL too).
+  if (in.is_global == 0) return EINVAL;
+  out = transport::AhAttr{};
+  std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
+  out.flow_label = in.grh.flow_label;
+  out.sgid_index = in.grh.sgid_index;
+  out.hop_limit = in.grh.hop_limit == 0 ? 64 : in.grh.hop_limit;
+  out.traffic_class = in.grh.traffic_class;
+  out.sl = in.sl;
+  out.port_num = in.port_num == 0 ? 1 : in.port_num;
+  out.is_global = true;
+  return 0;
+}
+
+void ah_to_ibv(const transport::AhAttr& in, ibv_ah_attr& out) {
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
+  out.grh.flow_label = in.flow_label;
+  out.grh.sgid_index = in.sgid_index;
+  out.grh.hop_limit = in.hop_limit;
+  out.grh.traffic_class = in.traffic_class;
+  out.sl = in.sl;
+  out.is_global = in.is_global ? 1 : 0;
+  out.port_num = in.port_num;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
+  // No completion timestamps, VLAN, flow tags or tag matching: only the standard fields.
+  if ((attr->wc_flags & ~static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS)) != 0) {
+    return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  if ((attr->comp_mask & ~static_cast<uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS)) != 0) {
+    return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 &&
+      (attr->flags & ~static_cast<uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
+                                            IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) != 0) {
+    return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  return make_cq(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
+                 static_cast<int>(attr->comp_vector));
+}
+
+}  // namespace uroce::ibverbs
+
+extern "C" {
+
+// ---- Protection domains.
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (context == nullptr) return fail_null<ibv_pd>(EINVAL);
+  auto r = dev_of(context).alloc_pd();
+  if (!r) return fail_null<ibv_pd>(r.status().code());
+  auto* pd = new (std::nothrow) UPd;
+  if (pd == nullptr) {
+    (void)dev_of(context).dealloc_pd(*r);
+    return fail_null<ibv_pd>(ENOMEM);
+  }
+  pd->id = *r;
+  pd->pd.context = context;
+  pd->pd.handle = static_cast<uint32_t>(*r);
+  return &pd->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  if (pd == nullptr) return fail_int(EINVAL);
+  transport::Status st = dev_of(pd->context).dealloc_pd(pd_of(pd)->id);
+  if (!st) return fail_int(st.code());
+  delete pd_of(pd);
+  return 0;
+}
+
+// ---- Memory regions.
+
+ibv_mr*(ibv_reg_mr)(ibv_pd* pd, void* addr, size_t length, int access) {
+  return reg_mr_common(pd, addr, length, reinterpret_cast<uintptr_t>(addr),
+                       static_cast<unsigned>(access));
+}
+
+ibv_mr*(ibv_reg_mr_iova)(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return reg_mr_common(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                         unsigned int access) {
+  return reg_mr_common(pd, addr, length, iova, access);
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  if (mr == nullptr) return fail_int(EINVAL);
+  transport::Status st = dev_of(mr->context).dereg_mr(mr->lkey);
+  if (!st) return fail_int(st.code());
+  delete reinterpret_cast<UMr*>(mr);
+  return 0;
+}
+
+// ---- Completion channels.
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  if (context == nullptr) return fail_null<ibv_comp_channel>(EINVAL);
+  device::Device& dev = dev_of(context);
+  auto r = dev.create_comp_channel();
+  if (!r) return fail_null<ibv_comp_channel>(r.status().code());
+  auto* ch = new (std::nothrow) UChannel;
+  if (ch == nullptr) {
+    (void)dev.destroy_comp_channel(*r);
+    return fail_null<ibv_comp_channel>(ENOMEM);
+  }
+  ch->id = *r;
+  ch->ch.context = context;
+  ch->ch.fd = dev.channel_fd(*r);
+  ch->ch.refcnt = 0;
+  return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel == nullptr) return fail_int(EINVAL);
+  transport::Status st = dev_of(channel->context).destroy_comp_channel(channel_of(channel)->id);
+  if (!st) return fail_int(st.code());
+  delete channel_of(channel);
+  return 0;
+}
+
+// ---- Completion queues.
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
+  return ibv_cq_ex_to_cq(make_cq(context, cqe, cq_context, channel, comp_vector));
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  if (cq == nullptr) return fail_int(EINVAL);
+  UContext* uctx = ctx_of(cq->context);
+  UCq* ucq = cq_of(cq);
+  transport::Status st = uctx->dev->destroy_cq(ucq->id);
+  if (!st) return fail_int(st.code());
+  {
+    std::lock_guard lock(uctx->mu);
+    uctx->cqs.erase(static_cast<uint32_t>(ucq->id));
+  }
+  if (cq->channel != nullptr) {
+    pthread_mutex_lock(&cq->context->mutex);
+    --cq->channel->refcnt;
+    pthread_mutex_unlock(&cq->context->mutex);
+  }
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete ucq;
+  return 0;
+}
+
+// The engine sizes a CQ's ring at creation.
+int ibv_resize_cq(ibv_cq* cq, int) {
+  return cq == nullptr ? fail_int(EINVAL) : fail_int(EOPNOTSUPP);
+}
+
+// ---- Shared receive queues.
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (pd == nullptr || attr == nullptr) return fail_null<ibv_srq>(EINVAL);
+  device::Device& dev = dev_of(pd->context);
+  transport::SrqInitAttr init;
+  init.max_wr = attr->attr.max_wr;
+  init.max_sge = attr->attr.max_sge;
+  init.srq_limit = attr->attr.srq_limit;
+  auto r = dev.create_srq(pd_of(pd)->id, init);
+  if (!r) return fail_null<ibv_srq>(r.status().code());
+  auto* srq = new (std::nothrow) USrq;
+  if (srq == nullptr) {
+    (void)dev.destroy_srq(*r);
+    return fail_null<ibv_srq>(ENOMEM);
+  }
+  srq->id = *r;
+  srq->srq.context = pd->context;
+  srq->srq.srq_context = attr->srq_context;
+  srq->srq.pd = pd;
+  srq->srq.handle = static_cast<uint32_t>(*r);
+  pthread_mutex_init(&srq->srq.mutex, nullptr);
+  pthread_cond_init(&srq->srq.cond, nullptr);
+  transport::SrqAttr granted;
+  if (dev.query_srq(*r, granted)) {
+    attr->attr.max_wr = granted.max_wr;
+    attr->attr.max_sge = granted.max_sge;
+  }
+  UContext* uctx = ctx_of(pd->context);
+  std::lock_guard lock(uctx->mu);
+  uctx->srqs[static_cast<uint32_t>(*r)] = srq;
+  return &srq->srq;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (srq == nullptr || attr == nullptr) return fail_int(EINVAL);
+  transport::SrqAttr a;
+  a.max_wr = attr->max_wr;
+  a.max_sge = attr->max_sge;
+  a.srq_limit = attr->srq_limit;
+  transport::Status st =
+      dev_of(srq->context).modify_srq(srq_of(srq)->id, a, static_cast<uint32_t>(mask));
+  return st ? 0 : fail_int(st.code());
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  if (srq == nullptr || attr == nullptr) return fail_int(EINVAL);
+  transport::SrqAttr a;
+  transport::Status st = dev_of(srq->context).query_srq(srq_of(srq)->id, a);
+  if (!st) return fail_int(st.code());
+  attr->max_wr = a.max_wr;
+  attr->max_sge = a.max_sge;
+  attr->srq_limit = a.srq_limit;
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  if (srq == nullptr) return fail_int(EINVAL);
+  UContext* uctx = ctx_of(srq->context);
+  transport::Status st = uctx->dev->destroy_srq(srq_of(srq)->id);
+  if (!st) return fail_int(st.code());
+  {
+    std::lock_guard lock(uctx->mu);
+    uctx->srqs.erase(static_cast<uint32_t>(srq_of(srq)->id));
+  }
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete srq_of(srq);
+  return 0;
+}
+
+// ---- Address handles.
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (pd == nullptr || attr == nullptr) return fail_null<ibv_ah>(EINVAL);
+  transport::AhAttr av;
+  if (int rc = ah_from_ibv(*attr, av); rc != 0) return fail_null<ibv_ah>(rc);
+  transport::Status st = dev_of(pd->context).resolve_av(av);
+  if (!st) return fail_null<ibv_ah>(st.code());
+  auto* ah = new (std::nothrow) UAh;
+  if (ah == nullptr) return fail_null<ibv_ah>(ENOMEM);
+  ah->ah.context = pd->context;
+  ah->ah.pd = pd;
+  ah->attr = av;
+  return &ah->ah;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  if (ah == nullptr) return fail_int(EINVAL);
+  delete ah_of(ah);
+  return 0;
+}
+
+}  // extern "C"
