@@ -739,5 +739,297 @@ TEST(PacketScript, ReadResponsesAndAtomicAckAreScatteredIntoLocalMemory) {
   s.expect_qp_counters({{Counter::kDropBadResponse, 1}});
 }
 
+// ---------------------------------------------------------------------------------------
+// More requester/completer scripts: cumulative ACKs, ghosts and duplicates, implied NAKs.
+
+// ACKs are cumulative (IBA 9.7.5.2.2): one ACK for the last PSN completes every WQE before it.
+TEST(PacketScript, CumulativeAckCompletesEverythingBeforeItAndGhostsAreDropped) {
+  ScriptOptions o;
+  o.sq_psn = 0x20;
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_EQ(s.transmit().size(), 3u);
+  // receive ACK psn=0x23 (never sent) / expect it dropped as unexpected
+  s.receive(s.ack(0x23, 4));
+  EXPECT_TRUE(s.send_wcs().empty());
+  // receive ACK psn=0x22 msn=3 / expect all three complete in order
+  s.receive(s.ack(0x22, 3));
+  std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) expect_send_wc(wcs[i], i + 1, WcStatus::kSuccess);
+  // receive ACK psn=0x20 again / expect it dropped as a duplicate
+  s.receive(s.ack(0x20, 1));
+  EXPECT_TRUE(s.send_wcs().empty());
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.expect_qp_counters({{Counter::kDropUnexpectedResponse, 1},
+                        {Counter::kDropDuplicateResponse, 1},
+                        {Counter::kRdmaSends, 3}});
+}
+
+// An ACK beyond an outstanding READ means its response was lost: implied NAK (IBA
+// 9.7.5.2.5), go back to the READ and resend it (the same RETH) and what follows.
+TEST(PacketScript, AckBeyondAnOutstandingReadIsAnImpliedNak) {
+  ScriptOptions o;
+  o.sq_psn = 0x300;
+  ScriptQp s(o);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kRdmaRead, 4096, 100, 0xB000, 0x99).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 8).is_ok());
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  // receive ACK psn=0x301 msn=2 (the READ response was lost) / expect READ 0x300 and SEND 0x301
+  // again
+  s.receive(s.ack(0x301, 2));
+  t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kReadRequest));
+  EXPECT_EQ(t[0].psn(), 0x300u);
+  EXPECT_EQ(t[0].hdr.reth, (wire::Reth{0xB000, 0x99, 100}));
+  EXPECT_EQ(t[1].opcode(), rc(Op::kSendOnly));
+  EXPECT_EQ(t[1].psn(), 0x301u);
+  EXPECT_TRUE(s.send_wcs().empty());
+  // receive READ Response Only 0x300, ACK 0x301 / expect both complete, the data in place
+  const std::vector<uint8_t> data = pattern(100, 5);
+  s.receive(s.response(Op::kReadResponseOnly, 0x300, wire::Aeth::ack(), 1), data);
+  s.receive(s.ack(0x301, 2));
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess, WcOpcode::kRdmaRead);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(s.mem(4096), data.data(), 100), 0);
+  s.expect_qp_counters({{Counter::kImpliedNakSeqErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 1}});
+}
+
+// The same for a lost Atomic ACK: the atomic is resent with its PSN (the responder will
+// replay its saved result, never execute it twice).
+TEST(PacketScript, AckBeyondAnOutstandingAtomicResendsTheAtomic) {
+  ScriptOptions o;
+  o.sq_psn = 0x400;
+  ScriptQp s(o);
+  transport::SendWr fa;
+  const transport::Sge fa_sge = s.sge(64, 8);
+  fa.wr_id = 1;
+  fa.opcode = WrOpcode::kAtomicCmpAndSwp;
+  fa.send_flags = transport::kSendSignaled;
+  fa.sg_list = std::span<const transport::Sge>(&fa_sge, 1);
+  fa.atomic = {0xC000, 0x10, 0x20, 0x5};
+  ASSERT_TRUE(s.post_send(fa).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_EQ(s.transmit().size(), 2u);
+  s.receive(s.ack(0x401, 2));
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kCompareSwap));
+  EXPECT_EQ(t[0].psn(), 0x400u);
+  EXPECT_EQ(t[0].hdr.atomic_eth, (wire::AtomicEth{0xC000, 0x5, 0x20, 0x10}));
+  wire::Headers aa = s.response(Op::kAtomicAcknowledge, 0x400, wire::Aeth::ack(), 1);
+  aa.atomic_ack_eth.orig = 0x10;
+  s.receive(aa);
+  s.receive(s.ack(0x401, 2));
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess, WcOpcode::kCompSwap);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess);
+  EXPECT_EQ(s.load64(64), 0x10u);
+  s.expect_qp_counters({{Counter::kImpliedNakSeqErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 1}});
+}
+
+// ---------------------------------------------------------------------------------------
+// More responder scripts.
+
+// IBA 9.7.5.1.2: a Middle/Last with no message in progress is an opcode sequence error:
+// NAK invalid request, the QP goes to ERR.
+TEST(PacketScript, MiddleWithoutFirstIsNakedInvalidRequest) {
+  ScriptOptions o;
+  o.rq_psn = 0x60;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 4096);
+  // receive SEND Middle psn=0x60 / expect NAK invalid request psn=0x60 msn=0
+  s.receive(s.request(Op::kSendMiddle, 0x60, false), pattern(1024, 1));
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0x60, 0);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(s.load64(0), 0u);
+  s.expect_qp_counters({{Counter::kRespRemoteInvalidRequest, 1}, {Counter::kRespCqeFlushError, 1}});
+}
+
+// A network duplicate of the First packet of the message in progress is a duplicate (ACKed
+// with ePSN-1), not a restart of the message.
+TEST(PacketScript, DuplicateFirstPacketDoesNotRestartTheMessageInProgress) {
+  ScriptOptions o;
+  o.rq_psn = 0x70;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 4096);
+  const std::vector<uint8_t> msg = pattern(2500, 4);
+  const std::span<const uint8_t> m(msg);
+  s.receive(s.request(Op::kSendFirst, 0x70, false), m.subspan(0, 1024));
+  EXPECT_TRUE(s.transmit().empty());
+  // receive SEND First psn=0x70 again / expect ACK psn=0x70 msn=0
+  s.receive(s.request(Op::kSendFirst, 0x70, false), m.subspan(0, 1024));
+  expect_ack(one(s.transmit()), 0x70, 0);
+  s.receive(s.request(Op::kSendMiddle, 0x71, false), m.subspan(1024, 1024));
+  s.receive(s.request(Op::kSendLast, 0x72), m.subspan(2048));
+  expect_ack(one(s.transmit()), 0x72, 1);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 1, 2500, s.qpn());
+  EXPECT_EQ(std::memcmp(s.mem(0), msg.data(), msg.size()), 0);
+  s.expect_qp_counters({{Counter::kDuplicateRequest, 1}, {Counter::kRdmaRecvs, 1}});
+}
+
+// SEND with Invalidate (IBA 10.6.7.2): the named R_Key is dead afterwards: a WRITE with it
+// is NAKed remote access error and does not land.
+TEST(PacketScript, SendWithInvalidateKillsTheRkey) {
+  ScriptOptions o;
+  o.rq_psn = 0x10;
+  ScriptQp s(o);
+  std::vector<uint64_t> target(64, 0);
+  const transport::MrInfo mr2 =
+      s.engine()
+          .reg_mr(s.pd(), target.data(), 512,
+                  transport::kAccessLocalWrite | transport::kAccessRemoteWrite)
+          .value();
+  s.post_recv(1, 0, 64);
+  // receive WRITE psn=0x10 with the rkey / expect ACK (it is valid now)
+  s.receive(s.rdma(Op::kWriteOnly, 0x10, mr2.addr, mr2.rkey, 8), {1, 2, 3, 4, 5, 6, 7, 8});
+  expect_ack(one(s.transmit()), 0x10, 1);
+  // receive SEND Only with Invalidate psn=0x11 ieth=rkey / expect ACK and a WITH_INV completion
+  wire::Headers inv = s.request(Op::kSendOnlyInv, 0x11);
+  inv.ieth_rkey = mr2.rkey;
+  s.receive(inv, {9, 9});
+  expect_ack(one(s.transmit()), 0x11, 2);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[0].wc_flags, transport::kWcGrh | transport::kWcWithInv);
+  EXPECT_EQ(wcs[0].invalidated_rkey, mr2.rkey);
+  EXPECT_EQ(wcs[0].byte_len, 2u);
+  // receive WRITE psn=0x12 with the invalidated rkey / expect NAK remote access error
+  s.receive(s.rdma(Op::kWriteOnly, 0x12, mr2.addr + 8, mr2.rkey, 8), {1, 1, 1, 1, 1, 1, 1, 1});
+  expect_nak(one(s.transmit()), NakCode::kRemoteAccessError, 0x12, 2);
+  EXPECT_EQ(target[1], 0u);
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 2},
+                        {Counter::kRdmaRecvs, 1},
+                        {Counter::kRespRemoteAccessErrors, 1}});
+}
+
+// Zero-length RDMA (IBA 9.7.5.1.x o9-..: no R_Key check when the DMA length is 0): a
+// WRITE or READ of 0 bytes with any R_Key succeeds and touches nothing.
+TEST(PacketScript, ZeroLengthWriteAndReadDoNotCheckTheRkey) {
+  ScriptOptions o;
+  o.rq_psn = 0x50;
+  ScriptQp s(o);
+  s.receive(s.rdma(Op::kWriteOnly, 0x50, 0xDEAD0000, 0x1234, 0));
+  expect_ack(one(s.transmit()), 0x50, 1);
+  s.receive(s.rdma(Op::kReadRequest, 0x51, 0xDEAD0000, 0x1234, 0));
+  const TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.opcode(), rc(Op::kReadResponseOnly));
+  EXPECT_EQ(p.psn(), 0x51u);
+  EXPECT_TRUE(p.payload.empty());
+  EXPECT_EQ(p.hdr.aeth.msn, 2u);
+  EXPECT_EQ(s.state(), QpState::kRts);
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 1}, {Counter::kRxReadRequests, 1}});
+}
+
+// RNR on the Last-with-immediate of a multi-packet WRITE: the NAK names that packet; once a
+// receive WQE exists the retried Last completes with the RETH length.
+TEST(PacketScript, WriteWithImmediateWithoutReceiveWqeIsRnrNakedOnItsLastPacket) {
+  ScriptOptions o;
+  o.rq_psn = 0x90;
+  o.min_rnr_timer = 3;
+  ScriptQp s(o);
+  const std::vector<uint8_t> msg = pattern(1500, 8);
+  const std::span<const uint8_t> m(msg);
+  s.receive(s.rdma(Op::kWriteFirst, 0x90, s.va(8192), s.mr().rkey, 1500, false),
+            m.subspan(0, 1024));
+  wire::Headers last = s.request(Op::kWriteLastImm, 0x91);
+  last.immdt = 0xCAFEF00D;
+  s.receive(last, m.subspan(1024));
+  TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.hdr.aeth.syndrome, wire::Aeth::rnr_nak(3));
+  EXPECT_EQ(p.psn(), 0x91u);
+  EXPECT_TRUE(s.recv_wcs().empty());
+  s.post_recv(4, 0, 0);
+  s.receive(last, m.subspan(1024));
+  expect_ack(one(s.transmit()), 0x91, 1);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 4u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(wcs[0].byte_len, 1500u);
+  EXPECT_EQ(wcs[0].imm_data, 0xCAFEF00Du);
+  EXPECT_EQ(wcs[0].wc_flags, transport::kWcGrh | transport::kWcWithImm);
+  EXPECT_EQ(std::memcmp(s.mem(8192), msg.data(), msg.size()), 0);
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 1}, {Counter::kSendRnrErr, 1}});
+}
+
+// A READ or atomic to a QP with max_dest_rd_atomic = 0: NAK invalid request (rxe).
+TEST(PacketScript, ReadWithoutResponderResourcesIsNakedInvalidRequest) {
+  ScriptOptions o;
+  o.rq_psn = 0xA0;
+  o.max_dest_rd_atomic = 0;
+  ScriptQp s(o);
+  s.receive(s.rdma(Op::kReadRequest, 0xA0, s.va(0), s.mr().rkey, 16));
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0xA0, 0);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  s.expect_qp_counters({{Counter::kRespRemoteInvalidRequest, 1}});
+}
+
+// UC (IBA 9.8.3): a PSN gap drops the message in progress silently (no NAK exists in UC);
+// the next First/Only starts a new message in the same receive WQE.
+TEST(PacketScript, UcGapDropsTheMessageAndTheNextOneReusesTheWqe) {
+  ScriptOptions o;
+  o.type = QpType::kUc;
+  o.rq_psn = 5;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 4096);
+  s.receive(s.request(Op::kSendFirst, 5), pattern(1024, 1));
+  // receive SEND Last psn=7 (psn=6 lost) / expect nothing, no completion
+  s.receive(s.request(Op::kSendLast, 7), pattern(10, 2));
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_TRUE(s.recv_wcs().empty());
+  // receive SEND Only psn=8 "abc" / expect a completion on WQE 1 with exactly "abc"
+  s.receive(s.request(Op::kSendOnly, 8), bytes_of("abc"));
+  EXPECT_TRUE(s.transmit().empty());
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 1, 3, s.qpn());
+  EXPECT_EQ(std::memcmp(s.mem(0), "abc", 3), 0);
+  s.expect_qp_counters(
+      {{Counter::kOutOfSeqRequest, 1}, {Counter::kDropUcMessage, 1}, {Counter::kRdmaRecvs, 1}});
+}
+
+// Completion notification (ibv_req_notify_cq solicited_only): only a receive of a packet
+// with the SE bit raises the event.
+TEST(PacketScript, SolicitedOnlyNotificationFiresOnTheSeBitOnly) {
+  ScriptOptions o;
+  o.rq_psn = 0x10;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 64);
+  s.post_recv(2, 64, 64);
+  ASSERT_TRUE(s.engine().req_notify_cq(s.recv_cq(), true).is_ok());
+  std::array<transport::AsyncEvent, 4> ev;
+  s.receive(s.request(Op::kSendOnly, 0x10), {1});
+  expect_ack(one(s.transmit()), 0x10, 1);
+  EXPECT_EQ(s.engine().poll_events(ev), 0u);
+  wire::Headers se = s.request(Op::kSendOnly, 0x11);
+  se.bth.se = true;
+  s.receive(se, {2});
+  expect_ack(one(s.transmit()), 0x11, 2);
+  ASSERT_EQ(s.engine().poll_events(ev), 1u);
+  EXPECT_EQ(ev[0].type, transport::EventType::kCqCompletion);
+  EXPECT_EQ(ev[0].element, static_cast<uint32_t>(s.recv_cq()));
+  EXPECT_EQ(s.recv_wcs().size(), 2u);
+}
+
 }  // namespace
 }  // namespace uroce::script

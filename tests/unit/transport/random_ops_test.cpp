@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "engine_harness.hpp"
+#include "script_harness.hpp"
 
 namespace uroce::test {
 namespace {
@@ -47,6 +49,18 @@ std::vector<uint64_t> seeds(std::initializer_list<uint64_t> defaults) {
   const char* v = std::getenv("UROCE_RANDOM_SEED");
   if (v != nullptr) return {std::strtoull(v, nullptr, 0)};
   return defaults;
+}
+
+// Fills `buf` with pseudo-random bytes (SplitMix64, 8 bytes per step: the buffers are MiBs).
+void fill_random(std::vector<uint8_t>& buf, uint64_t seed) {
+  uint64_t x = seed;
+  for (size_t i = 0; i < buf.size(); i += 8) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(buf.data() + i, &z, std::min<size_t>(8, buf.size() - i));
+  }
 }
 
 class Rng {
@@ -102,7 +116,7 @@ void scatter_shadow(std::vector<uint8_t>& shadow, uint64_t base, const std::vect
   size_t done = 0;
   for (const Sge& s : sges) {
     const size_t n = std::min<size_t>(s.length, data.size() - done);
-    std::memcpy(shadow.data() + (s.addr - base), data.data() + done, n);
+    if (n != 0) std::memcpy(shadow.data() + (s.addr - base), data.data() + done, n);
     done += n;
     if (done == data.size()) break;
   }
@@ -171,7 +185,12 @@ constexpr uint32_t kMaxMsg = 256 * 1024;
 
 class RcRun {
  public:
-  RcRun(uint64_t seed, int ops) : seed_(seed), ops_(ops), r_(seed), h_(harness_options(seed)) {}
+  RcRun(uint64_t seed, int ops)
+      : seed_(seed),
+        ops_(ops),
+        r_(seed),
+        h_(harness_options(seed)),
+        w_(h_.engine(0), h_.engine(1), seed) {}
 
   void run() {
     PairOptions o;
@@ -190,14 +209,12 @@ class RcRun {
     o.max_inline = 128;
     p_ = h_.connect(o);
     for (int from = 0; from < 2; ++from) {
-      h_.faults(from).drop = 0.05;
-      h_.faults(from).duplicate = 0.05;
-      h_.faults(from).reorder = 0.05;
+      w_.faults(from).drop = 0.05;
+      w_.faults(from).duplicate = 0.05;
+      w_.faults(from).reorder = 0.05;
     }
-    for (size_t i = 0; i < kBufSize; ++i) {
-      p_.a.buf[i] = static_cast<uint8_t>(r_.u64());
-      p_.b.buf[i] = static_cast<uint8_t>(r_.u64());
-    }
+    fill_random(p_.a.buf, r_.u64());
+    fill_random(p_.b.buf, r_.u64());
     shadow_a_ = p_.a.buf;
     shadow_b_ = p_.b.buf;
 
@@ -210,9 +227,22 @@ class RcRun {
           run_batch(std::min(ops_ - done, 1 + static_cast<int>(r_.below(r_.chance(0.2) ? 24 : 8))));
       if (::testing::Test::HasFailure()) return;
       if (batch % 16 == 15) compare_all();
-      h_.log().clear();
     }
-    h_.run_until_idle(Nanos(10'000'000'000));
+    w_.run_until_idle(Nanos(10'000'000'000));
+    const Counters& ca = *h_.engine(0).qp_counters(p_.a.qpn);
+    const Counters& cb = *h_.engine(1).qp_counters(p_.b.qpn);
+    std::printf(
+        "[ seed %llu ] RC MTU %u: %d ops, %llu packets on the wire, %llu retransmitted, "
+        "%llu sequence NAKs, %llu ACK timeouts, %llu implied NAKs, %llu duplicate requests, "
+        "%.3f s virtual\n",
+        static_cast<unsigned long long>(seed_), mtu_, ops_,
+        static_cast<unsigned long long>(w_.packets_sent()),
+        static_cast<unsigned long long>(ca[Counter::kRetransmittedPkts]),
+        static_cast<unsigned long long>(ca[Counter::kRcvdSeqErr]),
+        static_cast<unsigned long long>(ca[Counter::kLocalAckTimeoutErr]),
+        static_cast<unsigned long long>(ca[Counter::kImpliedNakSeqErr]),
+        static_cast<unsigned long long>(cb[Counter::kDuplicateRequest]),
+        std::chrono::duration<double>(w_.now()).count());
     EXPECT_TRUE(h_.poll(0, p_.a.send_cq).empty()) << "seed " << seed_ << ": extra send completion";
     EXPECT_TRUE(h_.poll(1, p_.b.recv_cq).empty())
         << "seed " << seed_ << ": extra receive completion";
@@ -247,7 +277,7 @@ class RcRun {
       ++posted;
     }
     std::vector<Wc> got_s, got_r;
-    const bool ok = h_.run_until(
+    const bool ok = w_.run_until(
         [&] {
           std::array<Wc, 64> buf;
           int k = 0;
@@ -344,7 +374,7 @@ class RcRun {
     wr.rdma = {p_.b.mr.addr, p_.b.mr.rkey};
     exp_send_.push_back({wr.wr_id, WcOpcode::kRdmaWrite, 0, 0, 0, 0});
     last_signaled_ = true;
-    const Status st = h_.engine(0).post_send(h_.now(), p_.a.qpn, wr);
+    const Status st = h_.engine(0).post_send(w_.now(), p_.a.qpn, wr);
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
 
@@ -422,7 +452,7 @@ class RcRun {
         const size_t dst = kRwArea + r_.below(1 * kMiB - len + 1);
         if (read_hazard(dst, len)) wr.send_flags |= kSendFence;
         wr.rdma = {base_b + dst, p_.b.mr.rkey};
-        std::memcpy(shadow_b_.data() + dst, data.data(), len);
+        if (len != 0) std::memcpy(shadow_b_.data() + dst, data.data(), len);
         dirty_.push_back({1, dst, len});
         send_wc.opcode = WcOpcode::kRdmaWrite;
         rwc.opcode = WcOpcode::kRecvRdmaWithImm;
@@ -453,7 +483,7 @@ class RcRun {
     wr.sg_list = sges;
     if (signaled) exp_send_.push_back(send_wc);
     last_signaled_ = signaled;
-    const Status st = h_.engine(0).post_send(h_.now(), p_.a.qpn, wr);
+    const Status st = h_.engine(0).post_send(w_.now(), p_.a.qpn, wr);
     EXPECT_TRUE(st.is_ok()) << st.message();
     return true;
   }
@@ -461,7 +491,8 @@ class RcRun {
   uint64_t seed_;
   int ops_;
   Rng r_;
-  EngineHarness h_;
+  EngineHarness h_;  // setup (connect) only; the FastWire moves the packets
+  script::FastWire w_;
   QpPair p_;
   uint32_t mtu_ = 1024;
   std::vector<uint8_t> shadow_a_, shadow_b_;
@@ -502,7 +533,8 @@ class UcRun {
   static constexpr size_t kSlots = 64;
   static constexpr uint32_t kMaxUcMsg = 16 * 1024;
 
-  UcRun(uint64_t seed, int ops) : seed_(seed), ops_(ops), r_(seed), h_(options(seed)) {}
+  UcRun(uint64_t seed, int ops)
+      : seed_(seed), ops_(ops), r_(seed), h_(options(seed)), w_(h_.engine(0), h_.engine(1), seed) {}
 
   void run() {
     PairOptions o;
@@ -513,12 +545,10 @@ class UcRun {
     o.psn1 = 0xFFFFF0 + r_.below(16);
     o.buffer_size = kBufSize;
     p_ = h_.connect(o);
-    h_.faults(0).drop = 0.05;
-    h_.faults(1).drop = 0.05;
-    for (size_t i = 0; i < kBufSize; ++i) {
-      p_.a.buf[i] = static_cast<uint8_t>(r_.u64());
-      p_.b.buf[i] = static_cast<uint8_t>(r_.u64());
-    }
+    w_.faults(0).drop = 0.05;
+    w_.faults(1).drop = 0.05;
+    fill_random(p_.a.buf, r_.u64());
+    fill_random(p_.b.buf, r_.u64());
     shadow_b_ = p_.b.buf;
     int done = 0;
     for (int batch = 0; done < ops_; ++batch) {
@@ -529,7 +559,6 @@ class UcRun {
       run_batch(n);
       done += n;
       if (::testing::Test::HasFailure()) return;
-      h_.log().clear();
     }
   }
 
@@ -598,11 +627,11 @@ class UcRun {
         write_cursor += len;
         wr.rdma = {p_.b.mr.addr + m.dst, p_.b.mr.rkey};
       }
-      ASSERT_TRUE(h_.engine(0).post_send(h_.now(), p_.a.qpn, wr).is_ok());
+      ASSERT_TRUE(h_.engine(0).post_send(w_.now(), p_.a.qpn, wr).is_ok());
       if (signaled) signaled_ids.push_back(wr.wr_id);
       msgs.push_back(std::move(m));
     }
-    ASSERT_TRUE(h_.run_until_idle(Nanos(1'000'000'000)));
+    ASSERT_TRUE(w_.run_until_idle(Nanos(1'000'000'000)));
     // Sender: every signaled WQE completes successfully, in order (UC completes on send).
     const std::vector<Wc> sw = h_.poll(0, p_.a.send_cq, 1024);
     ASSERT_EQ(sw.size(), signaled_ids.size());
@@ -635,7 +664,8 @@ class UcRun {
           continue;
         }
         if (is_send && !std::equal(m.data.begin(), m.data.end(), got.begin())) continue;
-        if (!is_send && std::memcmp(p_.b.buf.data() + m.dst, m.data.data(), m.data.size()) != 0) {
+        if (!is_send && !std::equal(m.data.begin(), m.data.end(),
+                                    p_.b.buf.begin() + static_cast<ptrdiff_t>(m.dst))) {
           ADD_FAILURE() << "WRITE with immediate completed but its bytes are not all there";
         }
         m.delivered = true;
@@ -665,7 +695,8 @@ class UcRun {
   uint64_t seed_;
   int ops_;
   Rng r_;
-  EngineHarness h_;
+  EngineHarness h_;  // setup (connect) only; the FastWire moves the packets
+  script::FastWire w_;
   QpPair p_;
   uint32_t mtu_ = 1024;
   std::vector<uint8_t> shadow_b_;
@@ -697,7 +728,12 @@ class UdRun {
   static constexpr size_t kSlot = 4096 + 64;
   static constexpr size_t kSlots = 512;
 
-  UdRun(uint64_t seed, int ops) : seed_(seed), ops_(ops), r_(seed), h_(options(seed, r_)) {}
+  UdRun(uint64_t seed, int ops)
+      : seed_(seed),
+        ops_(ops),
+        r_(seed),
+        h_(options(seed, r_)),
+        w_(h_.engine(0), h_.engine(1), seed) {}
 
   void run() {
     PairOptions o;
@@ -705,11 +741,11 @@ class UdRun {
     o.buffer_size = kBufSize;
     p_ = h_.connect(o);
     for (int from = 0; from < 2; ++from) {
-      h_.faults(from).drop = 0.05;
-      h_.faults(from).duplicate = 0.05;
-      h_.faults(from).reorder = 0.05;
+      w_.faults(from).drop = 0.05;
+      w_.faults(from).duplicate = 0.05;
+      w_.faults(from).reorder = 0.05;
     }
-    for (size_t i = 0; i < kBufSize; ++i) p_.a.buf[i] = static_cast<uint8_t>(r_.u64());
+    fill_random(p_.a.buf, r_.u64());
     int done = 0;
     for (int batch = 0; done < ops_; ++batch) {
       SCOPED_TRACE("UD seed " + std::to_string(seed_) + " (active MTU " + std::to_string(mtu_) +
@@ -719,7 +755,6 @@ class UdRun {
       run_batch(n);
       done += n;
       if (::testing::Test::HasFailure()) return;
-      h_.log().clear();
     }
   }
 
@@ -782,11 +817,11 @@ class UdRun {
         m.imm_data = static_cast<uint32_t>(r_.u64());
         wr.imm_data = m.imm_data;
       }
-      ASSERT_TRUE(h_.engine(0).post_send(h_.now(), p_.a.qpn, wr).is_ok());
+      ASSERT_TRUE(h_.engine(0).post_send(w_.now(), p_.a.qpn, wr).is_ok());
       ids.push_back(wr.wr_id);
       msgs.push_back(std::move(m));
     }
-    ASSERT_TRUE(h_.run_until_idle(Nanos(1'000'000'000)));
+    ASSERT_TRUE(w_.run_until_idle(Nanos(1'000'000'000)));
     const std::vector<Wc> sw = h_.poll(0, p_.a.send_cq, 1024);
     ASSERT_EQ(sw.size(), ids.size());
     for (size_t i = 0; i < sw.size(); ++i) {
@@ -832,7 +867,8 @@ class UdRun {
   int ops_;
   Rng r_;
   uint32_t mtu_ = 4096;
-  EngineHarness h_;
+  EngineHarness h_;  // setup (connect) only; the FastWire moves the packets
+  script::FastWire w_;
   QpPair p_;
   std::deque<Posted> recvs_;
   uint64_t next_wr_ = 1;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <random>
 #include <span>
 #include <utility>
 #include <vector>
@@ -356,6 +357,131 @@ class ScriptQp {
   uint64_t rx_bytes_ = 0;
   uint64_t tx_pkts_ = 0;
   uint64_t tx_bytes_ = 0;
+};
+
+// ---- a lean two-engine wire for long randomized runs
+
+// Moves packets between two engines in virtual time like EngineHarness (same fault model:
+// per direction a seeded drop / duplicate / reorder probability, fixed latency, delivery in
+// (time, sequence) order, timers at their deadlines) but keeps no log and copies each
+// packet once, so tens of thousands of operations fit in a test's time budget.
+class FastWire {
+ public:
+  struct Faults {
+    double drop = 0.0;
+    double duplicate = 0.0;
+    double reorder = 0.0;
+    Nanos reorder_delay = Nanos(5000);
+  };
+
+  FastWire(Engine& a, Engine& b, uint64_t seed, Nanos latency = Nanos(2000))
+      : engines_{&a, &b}, rng_(seed), latency_(latency) {
+    for (auto& buf : slot_bufs_) buf.resize(4096 + 128);
+  }
+
+  Faults& faults(int from) { return faults_[from]; }
+  [[nodiscard]] TimePoint now() const { return now_; }
+  [[nodiscard]] uint64_t packets_sent() const { return sent_; }
+
+  // Moves packets and time until `pred` holds, `limit` of virtual time passed, or nothing
+  // is left to happen. Returns pred().
+  template <typename Pred>
+  bool run_until(Pred pred, Nanos limit) {
+    const TimePoint end = now_ + limit;
+    for (;;) {
+      pump_tx();
+      if (pred()) return true;
+      TimePoint next = kNever;
+      if (!wire_.empty()) next = wire_.front().at;
+      for (Engine* e : engines_) next = std::min(next, e->next_deadline());
+      if (next == kNever) return pred();
+      if (next > end) {
+        now_ = end;
+        return pred();
+      }
+      now_ = std::max(now_, next);
+      while (!wire_.empty() && wire_.front().at <= now_) {
+        std::pop_heap(wire_.begin(), wire_.end(), Later{});
+        InFlight p = std::move(wire_.back());
+        wire_.pop_back();
+        engines_[p.to]->on_packet(now_, p.meta, p.bytes);
+      }
+      for (Engine* e : engines_) {
+        if (e->next_deadline() <= now_) e->on_timer(now_);
+      }
+    }
+  }
+  bool run_until_idle(Nanos limit) {
+    return run_until(
+        [&] {
+          return wire_.empty() && !engines_[0]->has_tx() && !engines_[1]->has_tx() &&
+                 engines_[0]->next_deadline() == kNever && engines_[1]->next_deadline() == kNever;
+        },
+        limit);
+  }
+
+ private:
+  struct InFlight {
+    TimePoint at;
+    uint64_t seq;
+    int to;
+    std::vector<uint8_t> bytes;
+    transport::PacketMeta meta;
+  };
+  struct Later {
+    bool operator()(const InFlight& x, const InFlight& y) const {
+      return x.at != y.at ? x.at > y.at : x.seq > y.seq;
+    }
+  };
+
+  bool chance(double p) {
+    return p > 0.0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p;
+  }
+
+  void pump_tx() {
+    bool any = true;
+    while (any) {
+      any = false;
+      for (int i = 0; i < 2; ++i) {
+        while (engines_[i]->has_tx()) {
+          std::array<transport::TxSlot, kBurst> slots;
+          for (size_t k = 0; k < kBurst; ++k) slots[k].buf = slot_bufs_[k];
+          const size_t n = engines_[i]->poll_tx(now_, slots);
+          if (n == 0) break;
+          any = true;
+          for (size_t k = 0; k < n; ++k) transmit(i, slots[k]);
+        }
+      }
+    }
+  }
+
+  void transmit(int from, const transport::TxSlot& slot) {
+    ++sent_;
+    const Faults& f = faults_[from];
+    if (chance(f.drop)) return;
+    const int copies = chance(f.duplicate) ? 2 : 1;
+    Nanos delay = latency_;
+    if (chance(f.reorder)) delay += f.reorder_delay;
+    for (int c = 0; c < copies; ++c) {
+      wire_.push_back(
+          InFlight{now_ + delay + Nanos(c), seq_++, 1 - from,
+                   std::vector<uint8_t>(slot.buf.begin(),
+                                        slot.buf.begin() + static_cast<ptrdiff_t>(slot.len)),
+                   slot.meta});
+      std::push_heap(wire_.begin(), wire_.end(), Later{});
+    }
+  }
+
+  static constexpr size_t kBurst = 16;
+  std::array<Engine*, 2> engines_;
+  std::mt19937_64 rng_;
+  Nanos latency_;
+  std::array<Faults, 2> faults_{};
+  std::vector<InFlight> wire_;  // a min-heap by (at, seq)
+  std::array<std::vector<uint8_t>, kBurst> slot_bufs_;
+  TimePoint now_{0};
+  uint64_t seq_ = 0;
+  uint64_t sent_ = 0;
 };
 
 // ---- expectations on transmitted packets
