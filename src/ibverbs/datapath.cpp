@@ -5,6 +5,7 @@
 // A WR list is posted one WR at a time; the first refused WR stops the list and is returned
 // in *bad_wr with its errno, the ones before it stay posted (ibverbs semantics).
 #include <endian.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <array>
@@ -191,6 +192,15 @@ uint8_t read_dlid_path_bits(ibv_cq_ex* cq) {
 
 namespace uroce::ibverbs {
 
+int wait_readable(int fd) {
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  for (;;) {
+    const int n = poll(&p, 1, -1);
+    if (n > 0) return 0;
+    if (n < 0) return errno;
+  }
+}
+
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out) {
   out.wr_id = in.wr_id;
   out.status = static_cast<ibv_wc_status>(in.status);
@@ -239,13 +249,19 @@ void install_cq_ex_ops(ibv_cq_ex& cq) {
 
 extern "C" {
 
-// Blocks until an event comes, like a read of rdma-core's blocking channel fd. The device's
-// eventfd is always O_NONBLOCK, so whether the application set that flag cannot be told;
-// programs that want non-blocking use poll() on channel->fd first, which works unchanged.
+// Blocks until an event comes or a signal interrupts (EINTR), like a read of rdma-core's
+// blocking channel fd. The device's eventfd is always O_NONBLOCK, so whether the application
+// set that flag cannot be told; programs that want non-blocking poll() channel->fd first,
+// which works unchanged.
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) return fail_minus1(EINVAL);
   UContext* uctx = ctx_of(channel->context);
-  auto r = uctx->dev->get_cq_event(channel_of(channel)->id, Nanos(-1));
+  const device::ChannelId id = channel_of(channel)->id;
+  auto r = uctx->dev->get_cq_event(id, Nanos(0));
+  while (!r && r.status().code() == EAGAIN) {
+    if (int rc = wait_readable(channel->fd); rc != 0) return fail_minus1(rc);
+    r = uctx->dev->get_cq_event(id, Nanos(0));
+  }
   if (!r) return fail_minus1(r.status().code());
   UCq* ucq = nullptr;
   {

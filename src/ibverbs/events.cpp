@@ -14,7 +14,11 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   if (context == nullptr || event == nullptr) return fail_minus1(EINVAL);
   UContext* uctx = ctx_of(context);
   for (;;) {
-    auto r = uctx->dev->get_async_event(Nanos(-1));
+    auto r = uctx->dev->get_async_event(Nanos(0));
+    if (!r && r.status().code() == EAGAIN) {
+      if (int rc = wait_readable(context->async_fd); rc != 0) return fail_minus1(rc);
+      continue;
+    }
     if (!r) return fail_minus1(r.status().code());
     const transport::AsyncEvent& e = *r;
     std::lock_guard lock(uctx->mu);

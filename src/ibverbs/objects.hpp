@@ -117,8 +117,9 @@ inline int fail_minus1(int err) {  // the older verbs: -1 and errno
   return -1;
 }
 
-// Converts between ibverbs' address vector and the engine's (RoCE v2: GRH required).
-int ah_from_ibv(const ibv_ah_attr& in, transport::AhAttr& out);
+// Converts between ibverbs' address vector and the engine's. RoCE v2 needs the GRH; an AV
+// without one is routed to UROCE_PEER when that is set (resources.cpp), else EINVAL.
+int ah_from_ibv(ibv_context* context, const ibv_ah_attr& in, transport::AhAttr& out);
 void ah_to_ibv(const transport::AhAttr& in, ibv_ah_attr& out);
 
 // Extended-poll ops installed on every CQ (cq_ex.cpp).
@@ -133,6 +134,11 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
                     ibv_device_attr_ex* attr, size_t attr_size);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+
+// Waits until `fd` is readable, as a blocking read() of rdma-core's event fds would: a
+// signal interrupts the wait with EINTR (programs such as qperf stop on SIGALRM that way).
+// Returns 0 when readable, else an errno value.
+int wait_readable(int fd);
 
 // Converts one engine completion to ibverbs' layout (imm_data back to network order).
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out);

@@ -124,13 +124,14 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   a.cap.max_recv_sge = attr->cap.max_recv_sge;
   a.cap.max_inline_data = attr->cap.max_inline_data;
   if ((mask & IBV_QP_AV) != 0) {
-    if (int rc = ah_from_ibv(attr->ah_attr, a.ah_attr); rc != 0) return fail_int(rc);
+    if (int rc = ah_from_ibv(qp->context, attr->ah_attr, a.ah_attr); rc != 0) return fail_int(rc);
     if ((mask & IBV_QP_PORT) != 0 && attr->ah_attr.port_num == 0) {
       a.ah_attr.port_num = attr->port_num;
     }
   }
   if ((mask & IBV_QP_ALT_PATH) != 0) {
-    if (int rc = ah_from_ibv(attr->alt_ah_attr, a.alt_ah_attr); rc != 0) return fail_int(rc);
+    if (int rc = ah_from_ibv(qp->context, attr->alt_ah_attr, a.alt_ah_attr); rc != 0)
+      return fail_int(rc);
   }
   a.pkey_index = attr->pkey_index;
   a.alt_pkey_index = attr->alt_pkey_index;

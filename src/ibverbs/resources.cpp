@@ -1,11 +1,13 @@
 // Protection domains, memory regions, completion channels, CQs, SRQs and address handles:
 // each ibverbs object wraps the device's id for it (objects.hpp).
-#include <fcntl.h>
+#include <cstdlib>
 
 #include <cstring>
 #include <new>
 
 #include "ibverbs/objects.hpp"
+#include "ibverbs/options.hpp"
+#include "net/netdev.hpp"
 
 using namespace uroce;
 using namespace uroce::ibverbs;
@@ -44,6 +46,43 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
   mr->mr.lkey = r->lkey;
   mr->mr.rkey = r->rkey;
   return &mr->mr;
+}
+
+// RoCE carries every packet in IP, so an address vector needs the GRH (the kernel's
+// rdma_check_ah_attr refuses one without it, EINVAL). Programs written for InfiniBand LIDs
+// (qperf) never set it; for them UROCE_PEER names the one peer address, and the source GID
+// is the entry of the AV's port holding the address the kernel routes from.
+int peer_route(ibv_context* context, transport::AhAttr& out) {
+  const char* peer = std::getenv("UROCE_PEER");
+  if (peer == nullptr || *peer == '\0') {
+    report(
+        "address vector without a GRH: RoCE needs the destination GID; for programs that "
+        "never set one, give the peer's address in UROCE_PEER");
+    return EINVAL;
+  }
+  auto dst = net::IpAddr::parse(peer);
+  if (!dst) {
+    report(std::string("UROCE_PEER=") + peer + " is not an IPv4 or IPv6 address");
+    return EINVAL;
+  }
+  auto src = net::route_source_for(*dst);
+  if (!src) {
+    report("UROCE_PEER: " + src.error().message);
+    return src.error().code != 0 ? src.error().code : EINVAL;
+  }
+  for (const device::PortInfo& p : dev_of(context).ports()) {
+    if (p.port_num != out.port_num) continue;
+    for (size_t i = 0; i < p.gids.size(); ++i) {
+      if (p.gids[i].gid != src.value().bytes) continue;
+      out.dgid = dst->bytes;
+      out.sgid_index = static_cast<uint8_t>(i);
+      out.hop_limit = 64;
+      return 0;
+    }
+  }
+  report(std::string("UROCE_PEER=") + peer + ": the source address " + src.value().to_string() +
+         " is no GID of port " + std::to_string(out.port_num));
+  return EINVAL;
 }
 
 void register_cq(UContext* uctx, UCq* cq) {
@@ -90,19 +129,17 @@ ibv_cq_ex* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_cha
 
 namespace uroce::ibverbs {
 
-int ah_from_ibv(const ibv_ah_attr& in, transport::AhAttr& out) {
-  // RoCE carries every packet in IP: an address vector without a GRH has no destination
-  // (the kernel's rdma_check_ah_attr refuses it with EINVAL too).
-  if (in.is_global == 0) return EINVAL;
+int ah_from_ibv(ibv_context* context, const ibv_ah_attr& in, transport::AhAttr& out) {
   out = transport::AhAttr{};
+  out.sl = in.sl;
+  out.port_num = in.port_num == 0 ? 1 : in.port_num;
+  out.is_global = true;
+  if (in.is_global == 0) return peer_route(context, out);
   std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
   out.flow_label = in.grh.flow_label;
   out.sgid_index = in.grh.sgid_index;
   out.hop_limit = in.grh.hop_limit == 0 ? 64 : in.grh.hop_limit;
   out.traffic_class = in.grh.traffic_class;
-  out.sl = in.sl;
-  out.port_num = in.port_num == 0 ? 1 : in.port_num;
-  out.is_global = true;
   return 0;
 }
 
@@ -325,7 +362,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (pd == nullptr || attr == nullptr) return fail_null<ibv_ah>(EINVAL);
   transport::AhAttr av;
-  if (int rc = ah_from_ibv(*attr, av); rc != 0) return fail_null<ibv_ah>(rc);
+  if (int rc = ah_from_ibv(pd->context, *attr, av); rc != 0) return fail_null<ibv_ah>(rc);
   transport::Status st = dev_of(pd->context).resolve_av(av);
   if (!st) return fail_null<ibv_ah>(st.code());
   auto* ah = new (std::nothrow) UAh;
