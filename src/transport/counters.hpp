@@ -85,7 +85,11 @@ namespace uroce::transport {
   X(kCqOverflow, "cq_overflow")                                        \
   X(kEventOverflow, "event_overflow")                                  \
   /* appended after the first API commit (values above stay stable) */ \
-  X(kRespRemoteOperationalError, "resp_remote_operational_error")
+  X(kRespRemoteOperationalError, "resp_remote_operational_error")      \
+  /* reserved, 0 until their producer lands: CNPs the notification */  \
+  /* point sends (congestion control); a UDP port never goes down */   \
+  X(kNpCnpSent, "np_cnp_sent")                                         \
+  X(kLinkDowned, "link_downed")
 
 enum class Counter : uint16_t {
 #define UROCE_X(e, n) e,

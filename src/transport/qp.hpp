@@ -100,6 +100,9 @@ struct RdAtomicResource {
   Psn first_psn;
   Psn last_psn;
   uint64_t orig = 0;  // atomic: the value returned the first time
+  uint64_t va = 0;    // READ: the original request, which a retry may only narrow
+  uint32_t rkey = 0;
+  uint32_t length = 0;
 };
 
 // One queued response: an ACK/NAK, an atomic ACK, or a READ reply streamed packet by packet.

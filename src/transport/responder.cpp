@@ -250,6 +250,24 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
       in_msg_ = InMsg::kSend;
       recv_offset_ = 0;
     }
+    // IBA 9.7.5.1.? packet length: First and Middle carry exactly the PMTU, Last 1..PMTU,
+    // Only 0..PMTU (checked by later rxe versions too; a PMTU mismatch shows up here).
+    const uint32_t mtu = qp.mtu;
+    const bool first_pkt = (flags & wire::kFirst) != 0;
+    const bool last_pkt = (flags & wire::kLast) != 0;
+    const size_t n = payload.size();
+    const bool len_ok = first_pkt && last_pkt ? n <= mtu
+                        : last_pkt            ? (n >= 1 && n <= mtu)
+                                              : n == mtu;
+    if (!len_ok) {
+      e.count(qp, Counter::kRespRemoteInvalidRequest);
+      if (rc) {
+        class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+      } else {
+        drop_message();
+      }
+      return false;
+    }
     if (recv_offset_ + payload.size() > wqe_.length) {
       e.count(qp, Counter::kRespLocalLengthError);
       if (rc) {
@@ -384,6 +402,9 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
     res.kind = RdAtomicResource::Kind::kRead;
     res.first_psn = psn;
     res.last_psn = psn + (n - 1);
+    res.va = r.va;
+    res.rkey = r.rkey;
+    res.length = r.dma_len;
     ++msn_;  // C9-148: a READ counts as accepted when it is executed
     RespItem item;
     item.kind = RespItem::Kind::kRead;
@@ -470,6 +491,13 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
       // C9-114: re-execute the READ from the retried request's RETH (it may ask for the
       // tail of the original only), checking the R_Key again.
       const wire::Reth& r = pkt.hdr.reth;
+      // rxe duplicate_request: the retry must ask for the original range or a tail of it,
+      // with the same R_Key; anything else is dropped (class D).
+      if (r.rkey != res.rkey || r.va < res.va || r.dma_len > res.length ||
+          r.va + r.dma_len > res.va + res.length) {
+        e.count(qp, Counter::kDropDuplicateNoResource);
+        return;
+      }
       uint8_t* p = nullptr;
       if (r.dma_len != 0 && e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len,
                                                     kAccessRemoteRead, &p) != AccessError::kOk) {

@@ -202,6 +202,23 @@ TEST(RcErrors, PathMtuMismatchWriteIsInvalidRequest) {
       std::all_of(p.b.buf.begin(), p.b.buf.begin() + 3000, [](uint8_t b) { return b == 0; }));
 }
 
+TEST(RcErrors, PathMtuMismatchSendIsInvalidRequest) {
+  EngineHarness h;
+  QpPair p = h.connect({.mtu = Mtu::k256, .mtu1 = Mtu::k1024});
+  const Sge r = p.b.sge(0, 4096);
+  ASSERT_TRUE(post_recv(p.b, 1, {&r, 1}).is_ok());
+  const Sge s = p.a.sge(0, 600);  // 256 + 256 + 88 at A's PMTU; B expects 1024-byte segments
+  ASSERT_TRUE(
+      p.a.engine->post_send(h.now(), p.a.qpn, make_wr(WrOpcode::kSend, {&s, 1}, 1)).is_ok());
+  auto wc = h.wait_wcs(0, p.a.send_cq, 1, 1ms);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kRemInvReqErr);
+  auto rwc = h.poll(1, p.b.recv_cq);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(state_of(p.b), QpState::kErr);
+}
+
 TEST(RcErrors, ReadWithoutResponderResourcesIsInvalidRequest) {
   EngineHarness h;
   QpPair p = h.connect({.max_dest_rd_atomic = 0});
