@@ -169,19 +169,25 @@ bool overlaps(size_t a, size_t alen, size_t b, size_t blen) {
 }
 
 // ---------------------------------------------------------------------------------------
-// RC: every operation, both directions impaired.
+// RC: every operation, requests in both directions at once, both directions impaired.
 
-// Layout of both buffers (4 MiB). Requester A (engine 0): sources [0, 1M), READ/atomic
-// destinations [1M, 2M). Responder B (engine 1): WRITE/READ area [0, 1M), atomic words
-// [1M, 1M+4K), receive buffers [2M, 4M).
-constexpr size_t kSrcArea = 0;
-constexpr size_t kDstArea = 1 * kMiB;
-constexpr size_t kRwArea = 0;
-constexpr size_t kAtomicArea = 1 * kMiB;
+// Layout of both buffers (8 MiB), the same on each side. The side's own requests read their
+// sources from [0, 1M) and land READ/atomic results in [1M, 2M); the peer's requests target
+// [2M, 3M) (WRITE/READ) and the atomic words [3M, 3M+4K), and its SENDs land in receive
+// buffers in [4M, 8M). The two directions never share bytes, so each is modelled alone.
+constexpr size_t kRcSrc = 0;
+constexpr size_t kRcDst = 1 * kMiB;
+constexpr size_t kRcRw = 2 * kMiB;
+constexpr size_t kRcAtomic = 3 * kMiB;
 constexpr size_t kAtomicLen = 4096;
+constexpr size_t kRcRecv = 4 * kMiB;
+constexpr size_t kRcBuf = 8 * kMiB;
+constexpr uint32_t kMaxMsg = 256 * 1024;
+
+// UC and UD use a 4 MiB buffer: WRITE targets from 0, receive buffers from 2M.
+constexpr size_t kRwArea = 0;
 constexpr size_t kRecvArea = 2 * kMiB;
 constexpr size_t kBufSize = 4 * kMiB;
-constexpr uint32_t kMaxMsg = 256 * 1024;
 
 class RcRun {
  public:
@@ -202,26 +208,31 @@ class RcRun {
     o.timeout = 8;  // 1 ms: many retransmissions per second of virtual time
     o.retry_cnt = 7;
     o.rnr_retry = 7;
+    o.min_rnr_timer = 1;  // 10 us
     o.max_rd_atomic = 16;
     o.max_dest_rd_atomic = 16;
-    o.buffer_size = kBufSize;
+    o.buffer_size = kRcBuf;
     o.max_sge = 4;
     o.max_inline = 128;
+    o.use_srq = r_.chance(0.4);
+    use_srq_ = o.use_srq;
     p_ = h_.connect(o);
+    sides_[0].ep = &p_.a;
+    sides_[1].ep = &p_.b;
     for (int from = 0; from < 2; ++from) {
       w_.faults(from).drop = 0.05;
       w_.faults(from).duplicate = 0.05;
       w_.faults(from).reorder = 0.05;
     }
-    fill_random(p_.a.buf, r_.u64());
-    fill_random(p_.b.buf, r_.u64());
-    shadow_a_ = p_.a.buf;
-    shadow_b_ = p_.b.buf;
+    for (Side& s : sides_) {
+      fill_random(s.ep->buf, r_.u64());
+      s.shadow = s.ep->buf;
+    }
 
     int done = 0;
     for (int batch = 0; done < ops_; ++batch) {
       SCOPED_TRACE("RC seed " + std::to_string(seed_) + " (MTU " + std::to_string(mtu_) +
-                   ") batch " + std::to_string(batch) +
+                   (use_srq_ ? ", SRQ" : "") + ") batch " + std::to_string(batch) +
                    "; replay with UROCE_RANDOM_SEED=" + std::to_string(seed_));
       done +=
           run_batch(std::min(ops_ - done, 1 + static_cast<int>(r_.below(r_.chance(0.2) ? 24 : 8))));
@@ -229,27 +240,54 @@ class RcRun {
       if (batch % 16 == 15) compare_all();
     }
     w_.run_until_idle(Nanos(10'000'000'000));
-    const Counters& ca = *h_.engine(0).qp_counters(p_.a.qpn);
-    const Counters& cb = *h_.engine(1).qp_counters(p_.b.qpn);
+    for (int s = 0; s < 2; ++s) {
+      const Counters& c = *h_.engine(s).qp_counters(sides_[s].ep->qpn);
+      std::printf(
+          "[ seed %llu ] RC MTU %u%s side %d: %llu packets sent, %llu retransmitted, %llu sequence "
+          "NAKs "
+          "received, %llu RNR NAKs received, %llu ACK timeouts, %llu implied NAKs, %llu duplicate "
+          "requests\n",
+          static_cast<unsigned long long>(seed_), mtu_, use_srq_ ? " SRQ" : "", s,
+          static_cast<unsigned long long>(c[Counter::kSentPkts]),
+          static_cast<unsigned long long>(c[Counter::kRetransmittedPkts]),
+          static_cast<unsigned long long>(c[Counter::kRcvdSeqErr]),
+          static_cast<unsigned long long>(c[Counter::kRcvdRnrErr]),
+          static_cast<unsigned long long>(c[Counter::kLocalAckTimeoutErr]),
+          static_cast<unsigned long long>(c[Counter::kImpliedNakSeqErr]),
+          static_cast<unsigned long long>(c[Counter::kDuplicateRequest]));
+      EXPECT_EQ(c[Counter::kReqCqeError] + c[Counter::kRespCqeError], 0u);
+      EXPECT_TRUE(h_.poll(s, sides_[s].ep->send_cq).empty())
+          << "seed " << seed_ << ": extra send completion";
+      EXPECT_TRUE(h_.poll(s, sides_[s].ep->recv_cq).empty())
+          << "seed " << seed_ << ": extra receive completion";
+    }
     std::printf(
-        "[ seed %llu ] RC MTU %u: %d ops, %llu packets on the wire, %llu retransmitted, "
-        "%llu sequence NAKs, %llu ACK timeouts, %llu implied NAKs, %llu duplicate requests, "
-        "%.3f s virtual\n",
-        static_cast<unsigned long long>(seed_), mtu_, ops_,
+        "[ seed %llu ] RC: %d operations, %llu packets on the wire, %.3f s of virtual time\n",
+        static_cast<unsigned long long>(seed_), ops_,
         static_cast<unsigned long long>(w_.packets_sent()),
-        static_cast<unsigned long long>(ca[Counter::kRetransmittedPkts]),
-        static_cast<unsigned long long>(ca[Counter::kRcvdSeqErr]),
-        static_cast<unsigned long long>(ca[Counter::kLocalAckTimeoutErr]),
-        static_cast<unsigned long long>(ca[Counter::kImpliedNakSeqErr]),
-        static_cast<unsigned long long>(cb[Counter::kDuplicateRequest]),
         std::chrono::duration<double>(w_.now()).count());
-    EXPECT_TRUE(h_.poll(0, p_.a.send_cq).empty()) << "seed " << seed_ << ": extra send completion";
-    EXPECT_TRUE(h_.poll(1, p_.b.recv_cq).empty())
-        << "seed " << seed_ << ": extra receive completion";
     compare_all();
   }
 
  private:
+  // One side's state within the run and the batch. Its requests go to the other side.
+  struct Side {
+    Endpoint* ep = nullptr;
+    std::vector<uint8_t> shadow;
+    std::vector<ExpectedWc> exp_send;  // its own send CQ
+    std::vector<ExpectedWc> exp_recv;  // its receive CQ (from the peer's requests)
+    std::vector<Dirty> dirty;
+    std::vector<std::pair<size_t, size_t>> pending_reads;  // of the peer's memory
+    std::vector<std::vector<Sge>> deferred_sges;           // receive WQEs posted late
+    std::vector<uint64_t> deferred_ids;
+    std::vector<uint32_t> inv_mrs;  // its MRs that the peer's SEND with Invalidate kills
+    std::deque<std::vector<uint8_t>> inv_bufs;
+    size_t dst_cursor = kRcDst;
+    size_t recv_cursor = kRcRecv;
+    int posted = 0;
+    bool last_signaled = false;
+  };
+
   static EngineHarness::Options harness_options(uint64_t seed) {
     EngineHarness::Options ho;
     ho.seed = seed;
@@ -257,129 +295,166 @@ class RcRun {
     return ho;
   }
 
-  // Posts up to `n` operations, runs until all their completions arrived, checks them.
+  // Posts up to `n` operations spread over both sides, runs until all their completions
+  // arrived, checks completions and memory.
   int run_batch(int n) {
-    exp_send_.clear();
-    exp_recv_.clear();
-    dirty_.clear();
-    pending_reads_.clear();
-    dst_cursor_ = kDstArea;
-    recv_cursor_ = kRecvArea;
+    for (Side& s : sides_) {
+      s.exp_send.clear();
+      s.exp_recv.clear();
+      s.dirty.clear();
+      s.pending_reads.clear();
+      s.dst_cursor = kRcDst;
+      s.recv_cursor = kRcRecv;
+      s.posted = 0;
+      s.last_signaled = false;
+    }
+    // Now and then the receiver posts its receive WQEs only after the SENDs arrived: RNR.
+    defer_recvs_ = r_.chance(0.1);
+    // Mostly A -> B, sometimes both ways at once.
+    const double b_share = r_.chance(0.5) ? 0.0 : 0.4;
     int posted = 0;
     for (int i = 0; i < n; ++i) {
-      if (!post_one(i + 1 == n)) break;
+      const int from = r_.chance(b_share) ? 1 : 0;
+      if (!post_one(from)) break;
       ++posted;
       if (::testing::Test::HasFailure()) return posted;
     }
-    if (posted == 0 || !last_signaled_) {
-      // The batch's areas filled up early: close it with a signaled empty WRITE.
-      post_closer();
-      ++posted;
+    for (int s = 0; s < 2; ++s) {
+      if ((posted == 0 && s == 0) || (sides_[s].posted > 0 && !sides_[s].last_signaled)) {
+        post_closer(s);
+        ++posted;
+      }
     }
-    std::vector<Wc> got_s, got_r;
+    if (defer_recvs_) {
+      w_.run_until([] { return false; }, Nanos(30'000));
+      for (Side& s : sides_) {
+        for (size_t i = 0; i < s.deferred_ids.size(); ++i)
+          post_recv_now(s, s.deferred_ids[i], s.deferred_sges[i]);
+        s.deferred_ids.clear();
+        s.deferred_sges.clear();
+      }
+    }
+    std::array<std::vector<Wc>, 2> got_s, got_r;
     const bool ok = w_.run_until(
         [&] {
           std::array<Wc, 64> buf;
-          int k = 0;
-          while ((k = h_.engine(0).poll_cq(p_.a.send_cq, buf)) > 0)
-            got_s.insert(got_s.end(), buf.begin(), buf.begin() + k);
-          while ((k = h_.engine(1).poll_cq(p_.b.recv_cq, buf)) > 0)
-            got_r.insert(got_r.end(), buf.begin(), buf.begin() + k);
-          return got_s.size() >= exp_send_.size() && got_r.size() >= exp_recv_.size();
+          bool all = true;
+          for (int s = 0; s < 2; ++s) {
+            int k = 0;
+            while ((k = h_.engine(s).poll_cq(sides_[s].ep->send_cq, buf)) > 0) {
+              got_s[s].insert(got_s[s].end(), buf.begin(), buf.begin() + k);
+            }
+            while ((k = h_.engine(s).poll_cq(sides_[s].ep->recv_cq, buf)) > 0) {
+              got_r[s].insert(got_r[s].end(), buf.begin(), buf.begin() + k);
+            }
+            all = all && got_s[s].size() >= sides_[s].exp_send.size() &&
+                  got_r[s].size() >= sides_[s].exp_recv.size();
+          }
+          return all;
         },
         Nanos(20'000'000'000));
-    EXPECT_TRUE(ok) << "batch did not complete within 20 s of virtual time: " << got_s.size() << "/"
-                    << exp_send_.size() << " send and " << got_r.size() << "/" << exp_recv_.size()
-                    << " receive completions";
-    EXPECT_EQ(got_s.size(), exp_send_.size());
-    EXPECT_EQ(got_r.size(), exp_recv_.size());
-    for (size_t i = 0; i < std::min(got_s.size(), exp_send_.size()); ++i) {
-      check_wc(got_s[i], exp_send_[i], p_.a.qpn, "send", i);
-    }
-    for (size_t i = 0; i < std::min(got_r.size(), exp_recv_.size()); ++i) {
-      check_wc(got_r[i], exp_recv_[i], p_.b.qpn, "receive", i);
-    }
-    for (const Dirty& d : dirty_) {
-      const auto& real = d.side == 0 ? p_.a.buf : p_.b.buf;
-      const auto& shadow = d.side == 0 ? shadow_a_ : shadow_b_;
-      if (std::memcmp(real.data() + d.off, shadow.data() + d.off, d.len) != 0) {
-        size_t i = 0;
-        while (real[d.off + i] == shadow[d.off + i]) ++i;
-        ADD_FAILURE() << (d.side == 0 ? "local" : "remote") << " memory differs at offset "
-                      << d.off + i << " (range " << d.off << "+" << d.len << "): got "
-                      << int(real[d.off + i]) << " want " << int(shadow[d.off + i]);
+    EXPECT_TRUE(ok) << "batch did not complete within 20 s of virtual time";
+    for (int s = 0; s < 2; ++s) {
+      const Side& sd = sides_[s];
+      const std::string who = s == 0 ? "A " : "B ";
+      EXPECT_EQ(got_s[s].size(), sd.exp_send.size()) << who << "send completions";
+      EXPECT_EQ(got_r[s].size(), sd.exp_recv.size()) << who << "receive completions";
+      for (size_t i = 0; i < std::min(got_s[s].size(), sd.exp_send.size()); ++i) {
+        check_wc(got_s[s][i], sd.exp_send[i], sd.ep->qpn, (who + "send").c_str(), i);
+      }
+      for (size_t i = 0; i < std::min(got_r[s].size(), sd.exp_recv.size()); ++i) {
+        check_wc(got_r[s][i], sd.exp_recv[i], sd.ep->qpn, (who + "receive").c_str(), i);
+      }
+      for (const Dirty& d : sd.dirty) {
+        const std::vector<uint8_t>& real = sd.ep->buf;
+        if (std::memcmp(real.data() + d.off, sd.shadow.data() + d.off, d.len) != 0) {
+          size_t i = 0;
+          while (real[d.off + i] == sd.shadow[d.off + i]) ++i;
+          ADD_FAILURE() << who << "memory differs at offset " << d.off + i << " (range " << d.off
+                        << "+" << d.len << "): got " << int(real[d.off + i]) << " want "
+                        << int(sd.shadow[d.off + i]);
+        }
       }
     }
-    for (uint32_t lkey : inv_mrs_) EXPECT_TRUE(h_.engine(1).dereg_mr(lkey).is_ok());
-    inv_mrs_.clear();
-    inv_bufs_.clear();
+    for (int s = 0; s < 2; ++s) {
+      for (uint32_t lkey : sides_[s].inv_mrs) EXPECT_TRUE(h_.engine(s).dereg_mr(lkey).is_ok());
+      sides_[s].inv_mrs.clear();
+      sides_[s].inv_bufs.clear();
+    }
     return posted;
   }
 
   void compare_all() {
-    for (int side = 0; side < 2; ++side) {
-      const auto& real = side == 0 ? p_.a.buf : p_.b.buf;
-      const auto& shadow = side == 0 ? shadow_a_ : shadow_b_;
-      if (real != shadow) {
+    for (int s = 0; s < 2; ++s) {
+      if (sides_[s].ep->buf != sides_[s].shadow) {
         size_t i = 0;
-        while (real[i] == shadow[i]) ++i;
-        ADD_FAILURE() << "seed " << seed_ << ": " << (side == 0 ? "local" : "remote")
-                      << " memory differs at offset " << i
+        while (sides_[s].ep->buf[i] == sides_[s].shadow[i]) ++i;
+        ADD_FAILURE() << "seed " << seed_ << ": side " << s << " memory differs at offset " << i
                       << " outside the ranges operations touched";
       }
     }
   }
 
-  // Reserves `len` bytes of the batch's READ/atomic destinations; false when full.
-  bool take_dst(uint32_t len, size_t* off) {
-    const size_t aligned = (dst_cursor_ + 7) & ~size_t{7};
-    if (aligned + len > kDstArea + 1 * kMiB) return false;
+  // Reserves `len` bytes of the side's READ/atomic destinations for this batch.
+  static bool take_dst(Side& s, uint32_t len, size_t* off) {
+    const size_t aligned = (s.dst_cursor + 7) & ~size_t{7};
+    if (aligned + len > kRcDst + 1 * kMiB) return false;
     *off = aligned;
-    dst_cursor_ = aligned + len;
-    return true;
-  }
-  bool take_recv(uint32_t len, size_t* off) {
-    if (recv_cursor_ + len > kBufSize) return false;
-    *off = recv_cursor_;
-    recv_cursor_ += len;
+    s.dst_cursor = aligned + len;
     return true;
   }
 
-  bool read_hazard(size_t off, size_t len) const {
-    return std::any_of(pending_reads_.begin(), pending_reads_.end(),
+  static bool read_hazard(const Side& s, size_t off, size_t len) {
+    return std::any_of(s.pending_reads.begin(), s.pending_reads.end(),
                        [&](const std::pair<size_t, size_t>& pr) {
                          return overlaps(off, len, pr.first, pr.second);
                        });
   }
 
-  // Posts a receive WQE on B able to hold `len` bytes; returns its SGEs (empty on failure).
-  bool post_recv(uint32_t len, std::vector<Sge>* sges, uint64_t* wr_id) {
-    const uint32_t room = len + r_.below(64);
-    size_t off = 0;
-    if (!take_recv(room, &off)) return false;
-    *sges = split_sges(p_.b, off, room, r_, 4);
-    *wr_id = 0x5000'0000ull + next_recv_id_++;
+  void post_recv_now(Side& t, uint64_t wr_id, const std::vector<Sge>& sges) {
     RecvWr wr;
-    wr.wr_id = *wr_id;
-    wr.sg_list = *sges;
-    EXPECT_TRUE(p_.b.engine->post_recv(p_.b.qpn, wr).is_ok());
+    wr.wr_id = wr_id;
+    wr.sg_list = sges;
+    const Status st = t.ep->srq ? t.ep->engine->post_srq_recv(*t.ep->srq, wr)
+                                : t.ep->engine->post_recv(t.ep->qpn, wr);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
+
+  // A receive WQE on side `t` able to hold `len` bytes (now, or once the batch's SENDs are
+  // out when receives are deferred).
+  bool post_recv(Side& t, uint32_t len, std::vector<Sge>* sges, uint64_t* wr_id) {
+    const uint32_t room = len + r_.below(64);
+    if (t.recv_cursor + room > kRcBuf) return false;
+    *sges = split_sges(*t.ep, t.recv_cursor, room, r_, 4);
+    t.recv_cursor += room;
+    *wr_id = 0x5000'0000ull + next_recv_id_++;
+    if (defer_recvs_) {
+      t.deferred_sges.push_back(*sges);
+      t.deferred_ids.push_back(*wr_id);
+    } else {
+      post_recv_now(t, *wr_id, *sges);
+    }
     return true;
   }
 
-  void post_closer() {
+  void post_closer(int from) {
+    Side& s = sides_[from];
+    const Side& t = sides_[1 - from];
     SendWr wr;
     wr.wr_id = next_wr_id_++;
     wr.opcode = WrOpcode::kRdmaWrite;
     wr.send_flags = kSendSignaled;
-    wr.rdma = {p_.b.mr.addr, p_.b.mr.rkey};
-    exp_send_.push_back({wr.wr_id, WcOpcode::kRdmaWrite, 0, 0, 0, 0});
-    last_signaled_ = true;
-    const Status st = h_.engine(0).post_send(w_.now(), p_.a.qpn, wr);
+    wr.rdma = {t.ep->mr.addr + kRcRw, t.ep->mr.rkey};
+    s.exp_send.push_back({wr.wr_id, WcOpcode::kRdmaWrite, 0, 0, 0, 0});
+    s.last_signaled = true;
+    ++s.posted;
+    const Status st = h_.engine(from).post_send(w_.now(), s.ep->qpn, wr);
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
 
-  // Generates, models and posts one operation. False when the batch's areas are full.
-  bool post_one(bool last) {
+  // Generates, models and posts one operation of side `from` against the other side.
+  // False when the batch's areas are full.
+  bool post_one(int from) {
     static constexpr WrOpcode kOps[] = {WrOpcode::kSend,
                                         WrOpcode::kSendWithImm,
                                         WrOpcode::kSendWithInv,
@@ -388,77 +463,77 @@ class RcRun {
                                         WrOpcode::kRdmaRead,
                                         WrOpcode::kAtomicCmpAndSwp,
                                         WrOpcode::kAtomicFetchAndAdd};
+    Side& s = sides_[from];
+    Side& t = sides_[1 - from];
     const WrOpcode op = kOps[r_.below(8)];
     const uint64_t wr_id = next_wr_id_++;
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
-    const bool signaled = last || r_.chance(0.5);
+    const bool signaled = r_.chance(0.5);
     wr.send_flags = signaled ? uint32_t{kSendSignaled} : 0u;
     if (r_.chance(0.05)) wr.send_flags |= kSendSolicited;
     std::vector<Sge> sges;
     ExpectedWc send_wc{wr_id, WcOpcode::kSend, 0, 0, 0, 0};
-    const uint64_t base_a = p_.a.mr.addr;
-    const uint64_t base_b = p_.b.mr.addr;
+    const uint64_t base_s = s.ep->mr.addr;
+    const uint64_t base_t = t.ep->mr.addr;
 
     if (op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd) {
       size_t dst = 0;
-      if (!take_dst(8, &dst)) return false;
-      const size_t slot = kAtomicArea + 8 * r_.below(kAtomicLen / 8);
-      if (read_hazard(slot, 8)) wr.send_flags |= kSendFence;
+      if (!take_dst(s, 8, &dst)) return false;
+      const size_t slot = kRcAtomic + 8 * r_.below(kAtomicLen / 8);
+      if (read_hazard(s, slot, 8)) wr.send_flags |= kSendFence;
       uint64_t orig = 0;
-      std::memcpy(&orig, shadow_b_.data() + slot, 8);
+      std::memcpy(&orig, t.shadow.data() + slot, 8);
       const bool cas = op == WrOpcode::kAtomicCmpAndSwp;
       const uint64_t compare = r_.chance(0.5) ? orig : r_.u64();
       const uint64_t swap_add = r_.below(4) == 0 ? r_.u64() : r_.below(1000);
-      wr.atomic = {base_b + slot, cas ? compare : swap_add, cas ? swap_add : 0, p_.b.mr.rkey};
-      sges = {p_.a.sge(dst, 8)};
+      wr.atomic = {base_t + slot, cas ? compare : swap_add, cas ? swap_add : 0, t.ep->mr.rkey};
+      sges = {s.ep->sge(dst, 8)};
       const uint64_t now_val = cas ? (orig == compare ? swap_add : orig) : orig + swap_add;
-      std::memcpy(shadow_b_.data() + slot, &now_val, 8);
-      std::memcpy(shadow_a_.data() + dst, &orig, 8);
-      dirty_.push_back({1, slot, 8});
-      dirty_.push_back({0, dst, 8});
+      std::memcpy(t.shadow.data() + slot, &now_val, 8);
+      std::memcpy(s.shadow.data() + dst, &orig, 8);
+      t.dirty.push_back({1 - from, slot, 8});
+      s.dirty.push_back({from, dst, 8});
       send_wc.opcode = cas ? WcOpcode::kCompSwap : WcOpcode::kFetchAdd;
       send_wc.byte_len = 8;
     } else if (op == WrOpcode::kRdmaRead) {
       const bool from_atomics = r_.chance(0.1);
       const uint32_t len = from_atomics ? r_.below(kAtomicLen + 1) : pick_size(r_, mtu_, kMaxMsg);
       size_t dst = 0;
-      if (!take_dst(len, &dst)) return false;
-      const size_t src = from_atomics ? kAtomicArea + r_.below(kAtomicLen - len + 1)
-                                      : kRwArea + r_.below(1 * kMiB - len + 1);
-      sges = split_sges(p_.a, dst, len, r_, 4);
-      wr.rdma = {base_b + src, p_.b.mr.rkey};
-      scatter_shadow(shadow_a_, base_a, sges,
-                     std::span<const uint8_t>(shadow_b_.data() + src, len));
-      pending_reads_.emplace_back(src, len);
-      dirty_.push_back({0, dst, len});
+      if (!take_dst(s, len, &dst)) return false;
+      const size_t src = from_atomics ? kRcAtomic + r_.below(kAtomicLen - len + 1)
+                                      : kRcRw + r_.below(1 * kMiB - len + 1);
+      sges = split_sges(*s.ep, dst, len, r_, 4);
+      wr.rdma = {base_t + src, t.ep->mr.rkey};
+      scatter_shadow(s.shadow, base_s, sges, std::span<const uint8_t>(t.shadow.data() + src, len));
+      s.pending_reads.emplace_back(src, len);
+      s.dirty.push_back({from, dst, len});
       send_wc.opcode = WcOpcode::kRdmaRead;
       send_wc.byte_len = len;
     } else {
       const bool write = op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm;
       const uint32_t len = pick_size(r_, mtu_, kMaxMsg);
-      const size_t src = kSrcArea + r_.below(1 * kMiB - len + 1);
-      const bool inline_data = len <= 128 && r_.chance(0.5);
-      if (inline_data) wr.send_flags |= kSendInline;
-      sges = split_sges(p_.a, src, len, r_, 4);
-      const std::vector<uint8_t> data = gather_shadow(shadow_a_, base_a, sges);
+      const size_t src = kRcSrc + r_.below(1 * kMiB - len + 1);
+      if (len <= 128 && r_.chance(0.5)) wr.send_flags |= kSendInline;
+      sges = split_sges(*s.ep, src, len, r_, 4);
+      const std::vector<uint8_t> data = gather_shadow(s.shadow, base_s, sges);
       const bool consumes_recv = !write || op == WrOpcode::kRdmaWriteWithImm;
       std::vector<Sge> rsges;
       uint64_t recv_id = 0;
-      if (consumes_recv && !post_recv(write ? 0 : len, &rsges, &recv_id)) return false;
+      if (consumes_recv && !post_recv(t, write ? 0 : len, &rsges, &recv_id)) return false;
       ExpectedWc rwc{recv_id, WcOpcode::kRecv, len, kWcGrh, 0, 0};
       if (write) {
-        const size_t dst = kRwArea + r_.below(1 * kMiB - len + 1);
-        if (read_hazard(dst, len)) wr.send_flags |= kSendFence;
-        wr.rdma = {base_b + dst, p_.b.mr.rkey};
-        if (len != 0) std::memcpy(shadow_b_.data() + dst, data.data(), len);
-        dirty_.push_back({1, dst, len});
+        const size_t dst = kRcRw + r_.below(1 * kMiB - len + 1);
+        if (read_hazard(s, dst, len)) wr.send_flags |= kSendFence;
+        wr.rdma = {base_t + dst, t.ep->mr.rkey};
+        if (len != 0) std::memcpy(t.shadow.data() + dst, data.data(), len);
+        t.dirty.push_back({1 - from, dst, len});
         send_wc.opcode = WcOpcode::kRdmaWrite;
         rwc.opcode = WcOpcode::kRecvRdmaWithImm;
       } else {
-        scatter_shadow(shadow_b_, base_b, rsges, data);
-        for (const Sge& s : rsges) dirty_.push_back({1, s.addr - base_b, s.length});
+        scatter_shadow(t.shadow, base_t, rsges, data);
+        for (const Sge& g : rsges) t.dirty.push_back({1 - from, g.addr - base_t, g.length});
       }
       if (op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm) {
         wr.imm_data = static_cast<uint32_t>(r_.u64());
@@ -466,24 +541,25 @@ class RcRun {
         rwc.imm = wr.imm_data;
       }
       if (op == WrOpcode::kSendWithInv) {
-        // A fresh MR on B whose R_Key the SEND invalidates (IBA 10.6.7.2).
-        inv_bufs_.emplace_back(64, 0);
-        const MrInfo mr =
-            h_.engine(1)
-                .reg_mr(p_.b.pd, inv_bufs_.back().data(), 64, kAccessLocalWrite | kAccessRemoteRead)
-                .value();
-        inv_mrs_.push_back(mr.lkey);
+        // A fresh MR on the target whose R_Key the SEND invalidates (IBA 10.6.7.2).
+        t.inv_bufs.emplace_back(64, 0);
+        const MrInfo mr = h_.engine(1 - from)
+                              .reg_mr(t.ep->pd, t.inv_bufs.back().data(), 64,
+                                      kAccessLocalWrite | kAccessRemoteRead)
+                              .value();
+        t.inv_mrs.push_back(mr.lkey);
         wr.invalidate_rkey = mr.rkey;
         rwc.wc_flags |= kWcWithInv;
         rwc.inv_rkey = mr.rkey;
       }
-      if (consumes_recv) exp_recv_.push_back(rwc);
+      if (consumes_recv) t.exp_recv.push_back(rwc);
       send_wc.byte_len = len;
     }
     wr.sg_list = sges;
-    if (signaled) exp_send_.push_back(send_wc);
-    last_signaled_ = signaled;
-    const Status st = h_.engine(0).post_send(w_.now(), p_.a.qpn, wr);
+    if (signaled) s.exp_send.push_back(send_wc);
+    s.last_signaled = signaled;
+    ++s.posted;
+    const Status st = h_.engine(from).post_send(w_.now(), s.ep->qpn, wr);
     EXPECT_TRUE(st.is_ok()) << st.message();
     return true;
   }
@@ -494,21 +570,15 @@ class RcRun {
   EngineHarness h_;  // setup (connect) only; the FastWire moves the packets
   script::FastWire w_;
   QpPair p_;
+  std::array<Side, 2> sides_;
   uint32_t mtu_ = 1024;
-  std::vector<uint8_t> shadow_a_, shadow_b_;
-  std::vector<ExpectedWc> exp_send_, exp_recv_;
-  std::vector<Dirty> dirty_;
-  std::vector<std::pair<size_t, size_t>> pending_reads_;
-  std::vector<uint32_t> inv_mrs_;
-  std::deque<std::vector<uint8_t>> inv_bufs_;
-  size_t dst_cursor_ = kDstArea;
-  size_t recv_cursor_ = kRecvArea;
+  bool use_srq_ = false;
+  bool defer_recvs_ = false;
   uint64_t next_wr_id_ = 1;
   uint64_t next_recv_id_ = 1;
-  bool last_signaled_ = false;
 };
 
-TEST(RandomOps, RcMixedOperationsUnderLossReorderAndDuplication) {
+TEST(RandomOps, RcMixedOperationsBothWaysUnderLossReorderAndDuplication) {
   const std::vector<uint64_t> s = seeds({11, 22, 33, 44, 55});
   const int per_seed = std::max(1, total_ops() / static_cast<int>(s.size()));
   for (uint64_t seed : s) {
@@ -520,7 +590,6 @@ TEST(RandomOps, RcMixedOperationsUnderLossReorderAndDuplication) {
     }
   }
 }
-
 // ---------------------------------------------------------------------------------------
 // UC: no acknowledgements, no retransmission. Loss drops whole messages; what arrives must be
 // exactly right. Only loss is injected: UC has no duplicate detection (a First/Only packet

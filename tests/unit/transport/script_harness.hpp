@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <random>
 #include <span>
@@ -380,6 +381,9 @@ class FastWire {
   }
 
   Faults& faults(int from) { return faults_[from]; }
+  // Sees every packet an engine transmits and what the wire did with it (for debugging a
+  // failing seed): from, time, bytes, and 0 delivered / 1 dropped / 2 duplicated / 3 delayed.
+  std::function<void(int, TimePoint, std::span<const uint8_t>, int)> trace;
   [[nodiscard]] TimePoint now() const { return now_; }
   [[nodiscard]] uint64_t packets_sent() const { return sent_; }
 
@@ -458,10 +462,16 @@ class FastWire {
   void transmit(int from, const transport::TxSlot& slot) {
     ++sent_;
     const Faults& f = faults_[from];
-    if (chance(f.drop)) return;
+    const std::span<const uint8_t> bytes(slot.buf.data(), slot.len);
+    if (chance(f.drop)) {
+      if (trace) trace(from, now_, bytes, 1);
+      return;
+    }
     const int copies = chance(f.duplicate) ? 2 : 1;
     Nanos delay = latency_;
-    if (chance(f.reorder)) delay += f.reorder_delay;
+    const bool late = chance(f.reorder);
+    if (late) delay += f.reorder_delay;
+    if (trace) trace(from, now_, bytes, copies == 2 ? 2 : late ? 3 : 0);
     for (int c = 0; c < copies; ++c) {
       wire_.push_back(
           InFlight{now_ + delay + Nanos(c), seq_++, 1 - from,
