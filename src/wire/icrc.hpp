@@ -8,8 +8,15 @@
 // simulator) the check is exact; with only what a UDP socket sees (addresses, ports,
 // lengths) verify_icrc_udp() accepts a packet whose residual can be explained by some
 // IPv4 ID and DF value (CRC-32 is linear, so this is a small subspace; a corruption escapes
-// with probability about 2^-15). On send, uroce's UDP driver uses an unconnected socket with
-// IP_PMTUDISC_DO, for which Linux writes ID 0 and DF: IpContext's defaults.
+// with probability about 2^-15). How: for equal-length messages crc(a) ^ crc(b) depends only
+// on a ^ b, and each of the 16 ID bits and the DF bit adds a fixed vector x^(8k)*crc(bit)
+// mod P (k = bytes after it); verify_icrc_udp() reduces computed ^ carried against a GF(2)
+// basis of those 17 vectors, cached per thread and per packet length. On send, uroce's UDP
+// driver uses an unconnected socket with IP_PMTUDISC_DO, for which Linux writes ID 0 and DF:
+// IpContext's defaults (checked on loopback, docs/wire.md).
+//
+// The masked pseudo header is built in a stack buffer; the CRC then continues over the
+// packet in place, so no payload is copied. Nothing here allocates.
 #pragma once
 
 #include <array>
@@ -29,8 +36,10 @@ struct IpContext {
   bool ipv4_df = true;
 };
 
-// ICRC of a RoCE packet given as its full IP datagram (IPv4 or IPv6 header, UDP header, BTH
-// .. pad; the trailing 4 ICRC bytes are excluded by `ip_datagram_len_without_icrc`).
+// ICRC of a RoCE packet given as its full IP datagram without the trailing 4 ICRC bytes
+// (IPv4 header with any options, or the 40-byte IPv6 header; UDP header; BTH .. pad). The IP
+// header's own lengths are used as carried. Returns 0 when the bytes cannot hold an IP, UDP
+// and BTH header (verify_icrc_ip_datagram() rejects those).
 [[nodiscard]] uint32_t icrc_of_ip_datagram(std::span<const uint8_t> ip_datagram_without_icrc);
 
 // ICRC of `roce` (BTH .. pad, without ICRC) sent with the given IP/UDP context.
@@ -46,10 +55,12 @@ enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
 [[nodiscard]] IcrcResult verify_icrc_udp(const IpContext& ctx,
                                          std::span<const uint8_t> roce_with_icrc);
 
-// Exact check with the full IP datagram (IP header .. ICRC).
+// Exact check with the full IP datagram (IP header .. ICRC); false also for a datagram that
+// is not IPv4/IPv6 carrying UDP, or too short for IP + UDP + BTH + ICRC.
 [[nodiscard]] bool verify_icrc_ip_datagram(std::span<const uint8_t> ip_datagram_with_icrc);
 
-// Plain CRC-32 (zlib-compatible) through ISA-L; `crc` chains calls.
+// Plain CRC-32 (zlib-compatible) through ISA-L; `crc` chains calls (start with 0). Clears the
+// upper vector state after ISA-L's AVX-512 kernel (see icrc.cpp): call ISA-L through this.
 [[nodiscard]] uint32_t crc32(uint32_t crc, std::span<const uint8_t> bytes);
 
 }  // namespace uroce::wire
