@@ -26,5 +26,7 @@ Subcommand add_dump_command(CLI::App& app);
 Subcommand add_devinfo_command(CLI::App& app);
 // `uroce gids`: the GID tables like show_gids.
 Subcommand add_gids_command(CLI::App& app);
+// `uroce perf TEST [HOST]`: perftest-style bandwidth and latency tests.
+Subcommand add_perf_command(CLI::App& app);
 
 }  // namespace uroce::cli

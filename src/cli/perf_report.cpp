@@ -105,6 +105,24 @@ std::string lat_line(const LatResult& r) {
       r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
 }
 
+std::string perf_address_line(std::string_view who, uint32_t qpn, uint32_t psn, bool with_rdma,
+                              uint32_t rkey, uint64_t vaddr) {
+  std::string line = printf_string(" %.*s address: LID %#04x QPN %#06x PSN %#06x",
+                                   static_cast<int>(who.size()), who.data(), 0u, qpn, psn);
+  if (with_rdma) {
+    line +=
+        printf_string(" RKey %#08x VAddr %#016llx", rkey, static_cast<unsigned long long>(vaddr));
+  }
+  return line;
+}
+
+std::string perf_gid_line(std::span<const uint8_t, 16> g) {
+  return printf_string(
+      " GID: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d", g[0],
+      g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13], g[14],
+      g[15]);
+}
+
 nlohmann::json to_json(const BwResult& r, bool gbits) {
   const char* unit = gbits ? "Gb/sec" : "MB/sec";
   return {{"bytes", r.size},      {"iterations", r.iterations},

@@ -49,6 +49,13 @@ struct LatResult {
 [[nodiscard]] std::string lat_header();
 [[nodiscard]] std::string lat_line(const LatResult& r);
 
+// perftest's " local address: LID 0000 QPN 0x0011 PSN 0x5c1a2b RKey 0x001234 VAddr 0x..."
+// (`with_rdma` adds RKey and VAddr, as for RDMA and atomic tests) and its GID line
+// " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:01" (perftest prints decimals).
+[[nodiscard]] std::string perf_address_line(std::string_view who, uint32_t qpn, uint32_t psn,
+                                            bool with_rdma, uint32_t rkey, uint64_t vaddr);
+[[nodiscard]] std::string perf_gid_line(std::span<const uint8_t, 16> gid);
+
 [[nodiscard]] nlohmann::json to_json(const BwResult& r, bool gbits);
 [[nodiscard]] nlohmann::json to_json(const LatResult& r);
 

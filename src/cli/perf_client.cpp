@@ -1,0 +1,489 @@
+// `uroce perf` client loops: see perf_run.hpp.
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "cli/perf_pattern.hpp"
+#include "cli/perf_run.hpp"
+
+namespace uroce::cli {
+namespace {
+
+using transport::Sge;
+using transport::Wc;
+using transport::WcStatus;
+using transport::WrOpcode;
+
+constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
+constexpr int kQpShift = 40;
+constexpr uint64_t kItMask = (1ull << kQpShift) - 1;
+// A run with no completion for this long has lost its peer or its packets.
+constexpr auto kStallLimit = std::chrono::seconds(10);
+// How long a ping-pong byte check may wait for the rest of a message whose last byte
+// already arrived (the device copies a packet with memcpy, whose byte order is unspecified).
+constexpr auto kSettleLimit = std::chrono::milliseconds(100);
+constexpr Nanos kEventWait = std::chrono::milliseconds(100);
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// Time that counts for the measurement: the pauses for --verify round trips are left out.
+class ActiveClock {
+ public:
+  ActiveClock() : start_(now_ns()) {}
+  void pause() { paused_at_ = now_ns(); }
+  void resume() { paused_total_ += now_ns() - paused_at_; }
+  [[nodiscard]] int64_t elapsed() const { return now_ns() - start_ - paused_total_; }
+
+ private:
+  int64_t start_;
+  int64_t paused_at_ = 0;
+  int64_t paused_total_ = 0;
+};
+
+bool wc_failed(const Wc& wc, PerfOutcome& out) {
+  if (wc.status == WcStatus::kSuccess) return false;
+  out.ok = false;
+  out.error =
+      fmt::format("completion with error: {} ({}) for wr_id {} on QP 0x{:06x}",
+                  wc_status_str(wc.status), static_cast<int>(wc.status), wc.wr_id, wc.qp_num);
+  return true;
+}
+
+bool exchange(OobSocket& sock, const nlohmann::json& request, nlohmann::json& reply,
+              PerfOutcome& out) {
+  std::string line;
+  if (!sock.send_line(request.dump()) || !sock.recv_line(line, deadline_after(60))) {
+    out.ok = false;
+    out.error = "the server closed the side channel";
+    return false;
+  }
+  reply = nlohmann::json::parse(line, nullptr, false);
+  if (reply.is_discarded() || !reply.value("ok", false)) {
+    out.ok = false;
+    out.error = reply.is_discarded() ? "the server sent garbage"
+                                     : "server: " + reply.value("error", std::string("failed"));
+    return false;
+  }
+  return true;
+}
+
+// The one loop behind write/read/atomic/send BW and read/atomic latency.
+class WindowRunner {
+ public:
+  WindowRunner(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size, PerfOutcome& out)
+      : ctx_(ctx), sock_(sock), s_(ctx.setup()), test_(test), size_(size), out_(out) {
+    qps_ = s_.num_qps;
+    latency_ = test.kind == PerfKind::kLatency;
+    depth_ = static_cast<uint64_t>(latency_ ? 1 : s_.tx_depth);
+    cq_mod_ = static_cast<uint64_t>(latency_ ? 1 : s_.cq_mod);
+    rounds_ = s_.verify && (test.verb == PerfVerb::kWrite || test.verb == PerfVerb::kRead);
+    ring_ = s_.ring_slots;
+    posted_.assign(static_cast<size_t>(qps_), 0);
+    done_.assign(static_cast<size_t>(qps_), 0);
+    target_.assign(static_cast<size_t>(qps_), s_.duration > 0 ? kNoLimit : s_.iters);
+    post_ns_.assign(static_cast<size_t>(depth_), 0);
+  }
+
+  void run(bool gbits) {
+    round_end_ = rounds_ ? ring_ : kNoLimit;
+    if (rounds_ && test_.verb == PerfVerb::kRead && !request_fill()) return;
+    clock_ = ActiveClock();
+    int64_t last_progress = now_ns();
+    std::array<Wc, 64> wcs;
+    while (!finished()) {
+      if (s_.duration > 0 && !stopping_ &&
+          clock_.elapsed() >= static_cast<int64_t>(s_.duration * 1e9)) {
+        stop_posting();
+      }
+      for (int q = 0; q < qps_; ++q) {
+        auto& p = posted_[static_cast<size_t>(q)];
+        while (p < target_[static_cast<size_t>(q)] && p < round_end_ &&
+               p - done_[static_cast<size_t>(q)] < depth_) {
+          if (!post(q, p)) return;
+          ++p;
+        }
+      }
+      const int n = ctx_.poll(wcs, kEventWait);
+      if (n < 0) {
+        fail("polling the CQ failed");
+        return;
+      }
+      const int64_t t = clock_.elapsed();
+      for (int i = 0; i < n; ++i) {
+        if (wc_failed(wcs[static_cast<size_t>(i)], out_)) return;
+        if (!complete(wcs[static_cast<size_t>(i)], t)) return;
+      }
+      if (n > 0) {
+        samples_.push_back({total_done(), t});
+        last_progress = now_ns();
+      } else if (now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
+        fail(fmt::format("no completion for {} s: the peer is gone or packets are lost",
+                         kStallLimit.count()));
+        return;
+      }
+      if (rounds_ && round_complete() && !end_round()) return;
+    }
+    out_.sent = done_;
+    if (latency_) {
+      out_.lat = compute_lat(size_, lat_us_);
+    } else {
+      out_.bw = compute_bw(size_, samples_, gbits);
+      out_.bw.iterations = total_done() / static_cast<uint64_t>(qps_);
+    }
+  }
+
+ private:
+  uint64_t total_done() const {
+    uint64_t sum = 0;
+    for (uint64_t d : done_) sum += d;
+    return sum;
+  }
+  uint64_t effective_end(int q) const {
+    return std::min(round_end_, target_[static_cast<size_t>(q)]);
+  }
+  bool round_complete() const {
+    for (int q = 0; q < qps_; ++q) {
+      if (done_[static_cast<size_t>(q)] < effective_end(q)) return false;
+    }
+    return true;
+  }
+  bool finished() const {
+    for (int q = 0; q < qps_; ++q) {
+      if (done_[static_cast<size_t>(q)] < target_[static_cast<size_t>(q)]) return false;
+    }
+    return !rounds_ || round_closed_;
+  }
+  void fail(std::string message) {
+    out_.ok = false;
+    out_.error = std::move(message);
+  }
+
+  // -D: stop at the next signaled WR (or the end of the --verify round) so every posted WR
+  // is accounted for.
+  void stop_posting() {
+    stopping_ = true;
+    for (int q = 0; q < qps_; ++q) {
+      const uint64_t p = posted_[static_cast<size_t>(q)];
+      uint64_t t = rounds_ ? round_end_ : (p + cq_mod_ - 1) / cq_mod_ * cq_mod_;
+      target_[static_cast<size_t>(q)] = std::max(t, p);
+    }
+  }
+
+  bool signaled(int q, uint64_t it) const {
+    return (it + 1) % cq_mod_ == 0 || it + 1 == target_[static_cast<size_t>(q)] ||
+           it + 1 == round_end_;
+  }
+
+  bool post(int q, uint64_t it) {
+    const uint64_t k = it % ring_;
+    uint8_t* local = ctx_.slot(q, k);
+    const uint64_t id = perf_pattern_id(q, it, size_);
+    Sge sge{reinterpret_cast<uint64_t>(local), static_cast<uint32_t>(size_), ctx_.lkey()};
+    transport::SendWr wr;
+    wr.wr_id = static_cast<uint64_t>(q) << kQpShift | it;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.send_flags = signaled(q, it) ? transport::kSendSignaled : 0u;
+    const bool may_inline = size_ <= ctx_.max_inline();
+    switch (test_.verb) {
+      case PerfVerb::kWrite:
+        if (s_.verify) fill_pattern({local, size_}, id);
+        wr.opcode = WrOpcode::kRdmaWrite;
+        wr.rdma.remote_addr = ctx_.remote_slot(q, s_.verify ? k : 0);
+        wr.rdma.rkey = ctx_.remote()[static_cast<size_t>(q)].rkey;
+        if (may_inline) wr.send_flags |= transport::kSendInline;
+        break;
+      case PerfVerb::kRead:
+        wr.opcode = WrOpcode::kRdmaRead;
+        wr.rdma.remote_addr = ctx_.remote_slot(q, s_.verify ? k : 0);
+        wr.rdma.rkey = ctx_.remote()[static_cast<size_t>(q)].rkey;
+        break;
+      case PerfVerb::kAtomic:
+        sge.length = 8;
+        wr.atomic.remote_addr = ctx_.remote_slot(q, 0);
+        wr.atomic.rkey = ctx_.remote()[static_cast<size_t>(q)].rkey;
+        if (s_.atomic == AtomicType::kFetchAndAdd) {
+          wr.opcode = WrOpcode::kAtomicFetchAndAdd;
+          wr.atomic.compare_add = 1;
+        } else {
+          // The counter holds `it` before this WR when every earlier one succeeded in order.
+          wr.opcode = WrOpcode::kAtomicCmpAndSwp;
+          wr.atomic.compare_add = it;
+          wr.atomic.swap = it + 1;
+        }
+        break;
+      case PerfVerb::kSend:
+        if (s_.verify) {
+          fill_pattern({local, size_}, id);
+          wr.opcode = WrOpcode::kSendWithImm;
+          wr.imm_data = static_cast<uint32_t>(it);
+        } else {
+          wr.opcode = WrOpcode::kSend;
+        }
+        if (may_inline) wr.send_flags |= transport::kSendInline;
+        if (s_.conn == PerfConnection::kUd) {
+          wr.ud.ah = ctx_.ah(q);
+          wr.ud.remote_qpn = ctx_.remote()[static_cast<size_t>(q)].qpn;
+          wr.ud.remote_qkey = kPingpongQkey;
+        }
+        break;
+    }
+    if (latency_) post_ns_[it % depth_] = clock_.elapsed();
+    if (const auto st = ctx_.dev().post_send(ctx_.qpn(q), wr); !st) {
+      fail(fmt::format("couldn't post send: {}", st.message()));
+      return false;
+    }
+    return true;
+  }
+
+  bool complete(const Wc& wc, int64_t t) {
+    const int q = static_cast<int>(wc.wr_id >> kQpShift);
+    const uint64_t it = wc.wr_id & kItMask;
+    if (q < 0 || q >= qps_) {
+      fail(fmt::format("completion for unknown wr_id {}", wc.wr_id));
+      return false;
+    }
+    auto& d = done_[static_cast<size_t>(q)];
+    if (test_.verb == PerfVerb::kAtomic && s_.verify) {
+      for (uint64_t j = d; j <= it; ++j) {
+        uint64_t fetched = 0;
+        std::memcpy(&fetched, ctx_.slot(q, j % ring_), sizeof fetched);
+        if (fetched != j) {
+          fail(fmt::format("verify: atomic {} on QP {} fetched {}, expected {}", j, q, fetched, j));
+          return false;
+        }
+        out_.checked_bytes += 8;
+      }
+    }
+    if (latency_) {
+      lat_us_.push_back(static_cast<double>(t - post_ns_[it % depth_]) / 1000.0);
+    }
+    d = it + 1;
+    return true;
+  }
+
+  bool request_fill() {
+    nlohmann::json reply;
+    return exchange(sock_, {{"cmd", "fill"}, {"first", round_first_}}, reply, out_);
+  }
+
+  bool end_round() {
+    clock_.pause();
+    const uint64_t count = effective_end(0) - round_first_;
+    if (test_.verb == PerfVerb::kWrite) {
+      nlohmann::json reply;
+      if (!exchange(sock_, {{"cmd", "check"}, {"first", round_first_}, {"count", count}}, reply,
+                    out_)) {
+        return false;
+      }
+    } else {
+      for (int q = 0; q < qps_; ++q) {
+        for (uint64_t k = 0; k < count; ++k) {
+          const uint64_t it = round_first_ + k;
+          if (const auto bad =
+                  check_pattern({ctx_.slot(q, k), size_}, perf_pattern_id(q, it, size_))) {
+            fail(
+                fmt::format("verify: READ {} on QP {} has a wrong byte at offset {}", it, q, *bad));
+            return false;
+          }
+          out_.checked_bytes += size_;
+        }
+      }
+    }
+    const bool more = [&] {
+      for (int q = 0; q < qps_; ++q) {
+        if (effective_end(q) < target_[static_cast<size_t>(q)]) return true;
+      }
+      return false;
+    }();
+    if (!more) {
+      round_closed_ = true;
+      clock_.resume();
+      return true;
+    }
+    round_first_ = round_end_;
+    round_end_ += ring_;
+    if (test_.verb == PerfVerb::kRead && !request_fill()) return false;
+    clock_.resume();
+    return true;
+  }
+
+  PerfContext& ctx_;
+  OobSocket& sock_;
+  const PerfSetup& s_;
+  PerfTest test_;
+  uint64_t size_;
+  PerfOutcome& out_;
+  int qps_ = 1;
+  bool latency_ = false;
+  uint64_t depth_ = 1;
+  uint64_t cq_mod_ = 1;
+  bool rounds_ = false;
+  uint64_t ring_ = 1;
+  uint64_t round_first_ = 0;
+  uint64_t round_end_ = kNoLimit;
+  bool round_closed_ = false;
+  bool stopping_ = false;
+  std::vector<uint64_t> posted_, done_, target_;
+  std::vector<int64_t> post_ns_;
+  std::vector<BwSample> samples_;
+  std::vector<double> lat_us_;
+  ActiveClock clock_;
+};
+
+// Waits until the last byte of `buf` is `seq`, then (under --verify) until the rest is the
+// pattern too, within kSettleLimit. Returns false on a wrong message.
+bool await_bytes(device::Device& dev, std::span<const uint8_t> buf, uint8_t seq,
+                 const int64_t& stall_deadline, bool verify, uint64_t id, std::string& error) {
+  const uint8_t* last = &buf[buf.size() - 1];
+  while (std::atomic_ref<const uint8_t>(*last).load(std::memory_order_acquire) != seq) {
+    // Move packets from this thread too: on a loaded host the progress thread may not run.
+    dev.progress();
+    if (now_ns() > stall_deadline) {
+      error = "no reply for 10 s: the peer is gone or packets are lost";
+      return false;
+    }
+  }
+  if (!verify) return true;
+  const int64_t settle = now_ns() + std::chrono::nanoseconds(kSettleLimit).count();
+  for (;;) {
+    const auto bad = check_pattern(buf.first(buf.size() - 1), id);
+    if (!bad) return true;
+    if (now_ns() > settle) {
+      error = fmt::format("verify: wrong byte at offset {}", *bad);
+      return false;
+    }
+  }
+}
+
+void run_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, PerfOutcome& out) {
+  const PerfSetup& s = ctx.setup();
+  const bool write = test.verb == PerfVerb::kWrite;
+  const bool ud = s.conn == PerfConnection::kUd;
+  const uint64_t recv_offset = ud ? 40 : 0;
+  std::vector<double> lat;
+  ActiveClock clock;
+  std::array<Wc, 16> wcs;
+  const uint64_t iters = s.duration > 0 ? kNoLimit : s.iters;
+  for (uint64_t it = 0; it < iters; ++it) {
+    if (s.duration > 0 && clock.elapsed() >= static_cast<int64_t>(s.duration * 1e9)) break;
+    uint8_t* src = ctx.aux(0);
+    if (s.verify) fill_pattern({src, size}, perf_pattern_id(0, it, size));
+    src[size - 1] = pingpong_seq(it);
+    Sge sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(size), ctx.lkey()};
+    transport::SendWr wr;
+    wr.wr_id = it;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.send_flags = transport::kSendSignaled;
+    if (size <= ctx.max_inline()) wr.send_flags |= transport::kSendInline;
+    if (write) {
+      wr.opcode = WrOpcode::kRdmaWrite;
+      wr.rdma.remote_addr = ctx.remote_slot(0, 0);
+      wr.rdma.rkey = ctx.remote()[0].rkey;
+    } else {
+      wr.opcode = WrOpcode::kSend;
+      if (ud) {
+        wr.ud.ah = ctx.ah(0);
+        wr.ud.remote_qpn = ctx.remote()[0].qpn;
+        wr.ud.remote_qkey = kPingpongQkey;
+      }
+    }
+    const int64_t t0 = clock.elapsed();
+    const int64_t stall_deadline = now_ns() + std::chrono::nanoseconds(kStallLimit).count();
+    if (const auto st = ctx.dev().post_send(ctx.qpn(0), wr); !st) {
+      out.ok = false;
+      out.error = fmt::format("couldn't post send: {}", st.message());
+      return;
+    }
+    bool sent = false;
+    bool received = false;
+    uint32_t recv_len = 0;
+    while (!sent || (!received && !write)) {
+      const int n = ctx.poll(wcs, kEventWait);
+      for (int i = 0; i < n; ++i) {
+        const Wc& wc = wcs[static_cast<size_t>(i)];
+        if (wc_failed(wc, out)) return;
+        if (wc.opcode == transport::WcOpcode::kRecv) {
+          received = true;
+          recv_len = wc.byte_len;
+          if (const auto st = ctx.post_recv_slot(0, 0, static_cast<uint32_t>(s.slot_size)); !st) {
+            out.ok = false;
+            out.error = fmt::format("couldn't post receive: {}", st.message());
+            return;
+          }
+        } else {
+          sent = true;
+        }
+      }
+      if (n < 0 || now_ns() > stall_deadline) {
+        out.ok = false;
+        out.error = "no completion for 10 s: the peer is gone or packets are lost";
+        return;
+      }
+    }
+    std::span<const uint8_t> reply(ctx.slot(0, 0) + recv_offset, size);
+    if (!write && recv_len != size + recv_offset) {
+      out.ok = false;
+      out.error =
+          fmt::format("reply {} is {} bytes, expected {}", it, recv_len, size + recv_offset);
+      return;
+    }
+    if (!await_bytes(ctx.dev(), reply, pingpong_seq(it), stall_deadline, s.verify,
+                     perf_pattern_id(1, it, size), out.error)) {
+      out.ok = false;
+      out.error = fmt::format("iteration {}: {}", it, out.error);
+      return;
+    }
+    lat.push_back(static_cast<double>(clock.elapsed() - t0) / 2000.0);
+    if (s.verify) out.checked_bytes += size;
+  }
+  out.sent = {lat.size()};
+  out.lat = compute_lat(size, lat);
+}
+
+}  // namespace
+
+const char* wc_status_str(WcStatus s) {
+  static constexpr std::array<const char*, 22> kNames = {"success",
+                                                         "local length error",
+                                                         "local QP operation error",
+                                                         "local EE context operation error",
+                                                         "local protection error",
+                                                         "Work Request Flushed Error",
+                                                         "memory management operation error",
+                                                         "bad response error",
+                                                         "local access error",
+                                                         "remote invalid request error",
+                                                         "remote access error",
+                                                         "remote operation error",
+                                                         "transport retry counter exceeded",
+                                                         "RNR retry counter exceeded",
+                                                         "local RDD violation error",
+                                                         "remote invalid RD request",
+                                                         "aborted error",
+                                                         "invalid EE context number",
+                                                         "invalid EE context state",
+                                                         "fatal error",
+                                                         "response timeout error",
+                                                         "general error"};
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "unknown";
+}
+
+void run_client_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size, bool gbits,
+                     PerfOutcome& out) {
+  if (test.kind == PerfKind::kLatency &&
+      (test.verb == PerfVerb::kWrite || test.verb == PerfVerb::kSend)) {
+    run_pingpong(ctx, test, size, out);
+    return;
+  }
+  WindowRunner(ctx, sock, test, size, out).run(gbits);
+}
+
+}  // namespace uroce::cli

@@ -1,0 +1,184 @@
+// `uroce perf` resources: see perf_context.hpp.
+#include "cli/perf_context.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace uroce::cli {
+namespace {
+
+transport::QpType qp_type_of(PerfConnection c) {
+  switch (c) {
+    case PerfConnection::kUc:
+      return transport::QpType::kUc;
+    case PerfConnection::kUd:
+      return transport::QpType::kUd;
+    case PerfConnection::kRc:
+      break;
+  }
+  return transport::QpType::kRc;
+}
+
+// Outstanding RDMA READ / atomic per QP (perftest's "Outstand reads"): what the device
+// allows, at most 16 like mlx5.
+constexpr uint8_t kMaxRdAtomic = 16;
+
+}  // namespace
+
+std::unique_ptr<PerfContext> PerfContext::create(std::unique_ptr<device::Device> dev,
+                                                 const PerfSetup& setup, const GidChoice& gid,
+                                                 std::string& error) {
+  std::unique_ptr<PerfContext> c(new PerfContext());
+  c->dev_ = std::move(dev);
+  c->setup_ = setup;
+  c->gid_ = gid;
+  device::Device& d = *c->dev_;
+  const device::DeviceAttr attr = d.query_device();
+
+  auto pd = d.alloc_pd();
+  if (!pd) {
+    error = fmt::format("couldn't allocate PD: {}", pd.status().message());
+    return nullptr;
+  }
+  c->pd_ = pd.value();
+  if (setup.events) {
+    auto ch = d.create_comp_channel();
+    if (!ch) {
+      error = fmt::format("couldn't create completion channel: {}", ch.status().message());
+      return nullptr;
+    }
+    c->channel_ = ch.value();
+  }
+  const uint64_t cqe = static_cast<uint64_t>(setup.num_qps) *
+                           static_cast<uint64_t>(setup.tx_depth + setup.rx_depth) +
+                       16;
+  auto cq = d.create_cq(static_cast<uint32_t>(std::min<uint64_t>(cqe, attr.max_cqe)), c->channel_);
+  if (!cq) {
+    error = fmt::format("couldn't create CQ: {}", cq.status().message());
+    return nullptr;
+  }
+  c->cq_ = cq.value();
+
+  const uint64_t bytes = perf_region_size(setup) * static_cast<uint64_t>(setup.num_qps);
+  const uint32_t access = transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
+                          transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
+  c->buffer_ = RegisteredBuffer::create(d, *c->pd_, bytes, access, error);
+  if (!c->buffer_) return nullptr;
+
+  const transport::QpType type = qp_type_of(setup.conn);
+  c->max_inline_ =
+      static_cast<uint32_t>(std::clamp(setup.inline_size, 0, std::max(0, attr.max_inline_data)));
+  for (int q = 0; q < setup.num_qps; ++q) {
+    transport::QpInitAttr init;
+    init.qp_type = type;
+    init.send_cq = *c->cq_;
+    init.recv_cq = *c->cq_;
+    init.cap.max_send_wr = static_cast<uint32_t>(setup.tx_depth) + 1;
+    init.cap.max_recv_wr = static_cast<uint32_t>(setup.rx_depth) + 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = c->max_inline_;
+    init.sq_sig_all = false;
+    auto qp = d.create_qp(*c->pd_, init);
+    if (!qp) {
+      error = fmt::format("couldn't create QP: {}", qp.status().message());
+      return nullptr;
+    }
+    c->qpns_.push_back(qp->qpn);
+    c->max_inline_ = std::min(c->max_inline_, qp->cap.max_inline_data);
+    c->psns_.push_back(random_psn());
+    if (const auto st = qp_to_init(d, qp->qpn, type, gid.port, access); !st) {
+      error = fmt::format("failed to modify QP to INIT: {}", st.message());
+      return nullptr;
+    }
+  }
+  return c;
+}
+
+PerfContext::~PerfContext() {
+  if (!dev_) return;
+  if (cq_ && unacked_events_ != 0)
+    dev_->ack_cq_events(*cq_, static_cast<uint32_t>(unacked_events_));
+  for (uint32_t qpn : qpns_) (void)dev_->destroy_qp(qpn);
+  buffer_.reset();
+  if (cq_) (void)dev_->destroy_cq(*cq_);
+  if (channel_) (void)dev_->destroy_comp_channel(*channel_);
+  if (pd_) (void)dev_->dealloc_pd(*pd_);
+}
+
+std::vector<PerfQpInfo> PerfContext::local_info() const {
+  std::vector<PerfQpInfo> out;
+  for (int q = 0; q < setup_.num_qps; ++q) {
+    PerfQpInfo info;
+    info.qpn = qpns_[static_cast<size_t>(q)];
+    info.psn = psns_[static_cast<size_t>(q)];
+    info.rkey = buffer_->mr().rkey;
+    info.vaddr = buffer_->addr() + perf_slot_offset(setup_, q, 0);
+    info.gid = gid_.gid;
+    out.push_back(info);
+  }
+  return out;
+}
+
+bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& error) {
+  if (remote.size() != qpns_.size()) {
+    error = fmt::format("the peer has {} QPs, we have {}", remote.size(), qpns_.size());
+    return false;
+  }
+  remote_ = remote;
+  const transport::QpType type = qp_type_of(setup_.conn);
+  const auto mtu = mtu_from_bytes(setup_.mtu);
+  const uint8_t rd_atomic =
+      static_cast<uint8_t>(std::min<int>(kMaxRdAtomic, dev_->query_device().max_qp_init_rd_atom));
+  for (size_t q = 0; q < qpns_.size(); ++q) {
+    ConnectParams p;
+    p.type = type;
+    p.port = gid_.port;
+    p.mtu = mtu.value_or(transport::Mtu::k1024);
+    p.sgid_index = gid_.index;
+    p.my_psn = psns_[q];
+    p.max_rd_atomic = rd_atomic;
+    const PingpongDest dest{0, remote[q].qpn, remote[q].psn, remote[q].gid};
+    if (const auto st = qp_to_rts(*dev_, qpns_[q], p, dest); !st) {
+      error = fmt::format("failed to connect QP 0x{:06x} to RTR/RTS: {}", qpns_[q], st.message());
+      return false;
+    }
+    if (type == transport::QpType::kUd) {
+      auto ah = make_ah(*dev_, gid_.port, gid_.index, remote[q].gid);
+      if (!ah) {
+        error = fmt::format("failed to create AH: {}", ah.status().message());
+        return false;
+      }
+      ahs_.push_back(ah.value());
+    }
+  }
+  return true;
+}
+
+int PerfContext::qp_index(uint32_t qpn) const {
+  const auto it = std::find(qpns_.begin(), qpns_.end(), qpn);
+  return it == qpns_.end() ? -1 : static_cast<int>(it - qpns_.begin());
+}
+
+int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
+  int n = dev_->poll_cq(*cq_, out);
+  if (n != 0 || !channel_) return n;
+  if (!dev_->req_notify_cq(*cq_, false)) return -1;
+  n = dev_->poll_cq(*cq_, out);  // a completion that raced with arming
+  if (n != 0) return n;
+  if (auto ev = dev_->get_cq_event(*channel_, max_wait); ev) {
+    dev_->ack_cq_events(ev.value(), 1);
+  }
+  return dev_->poll_cq(*cq_, out);
+}
+
+transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length) {
+  const transport::Sge sge{reinterpret_cast<uint64_t>(slot(q, k)), length, lkey()};
+  transport::RecvWr wr;
+  wr.wr_id = k;
+  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
+  return dev_->post_recv(qpn(q), wr);
+}
+
+}  // namespace uroce::cli

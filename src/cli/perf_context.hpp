@@ -1,0 +1,74 @@
+// The RDMA resources of one side of `uroce perf`: the device, a PD, a CQ shared by every QP
+// (with a completion channel for -e), `num_qps` QPs, and one registered buffer laid out as
+// perf_protocol.hpp says. Client and server build the same thing from the same PerfSetup.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/perf_protocol.hpp"
+#include "cli/verbs_setup.hpp"
+#include "device/device.hpp"
+
+namespace uroce::cli {
+
+class PerfContext {
+ public:
+  // Creates everything and moves the QPs to INIT. `setup.qps` is ignored (that is the peer's).
+  static std::unique_ptr<PerfContext> create(std::unique_ptr<device::Device> dev,
+                                             const PerfSetup& setup, const GidChoice& gid,
+                                             std::string& error);
+  ~PerfContext();
+  PerfContext(const PerfContext&) = delete;
+  PerfContext& operator=(const PerfContext&) = delete;
+
+  // Our QPs as the peer needs them.
+  [[nodiscard]] std::vector<PerfQpInfo> local_info() const;
+  // INIT -> RTR -> RTS towards the peer's QPs (and address handles for UD).
+  [[nodiscard]] bool connect(const std::vector<PerfQpInfo>& remote, std::string& error);
+
+  [[nodiscard]] device::Device& dev() { return *dev_; }
+  [[nodiscard]] const PerfSetup& setup() const { return setup_; }
+  [[nodiscard]] const GidChoice& gid() const { return gid_; }
+  [[nodiscard]] uint32_t qpn(int q) const { return qpns_[static_cast<size_t>(q)]; }
+  [[nodiscard]] int qp_index(uint32_t qpn) const;  // -1 if not ours
+  [[nodiscard]] uint32_t lkey() const { return buffer_->mr().lkey; }
+  [[nodiscard]] uint32_t max_inline() const { return max_inline_; }
+  [[nodiscard]] const std::vector<PerfQpInfo>& remote() const { return remote_; }
+  [[nodiscard]] const transport::AhAttr& ah(int q) const { return ahs_[static_cast<size_t>(q)]; }
+
+  [[nodiscard]] uint8_t* slot(int q, uint64_t k) const {
+    return buffer_->data() + perf_slot_offset(setup_, q, k);
+  }
+  [[nodiscard]] uint8_t* aux(int q) const { return buffer_->data() + perf_aux_offset(setup_, q); }
+  [[nodiscard]] uint64_t remote_slot(int q, uint64_t k) const {
+    return remote_[static_cast<size_t>(q)].vaddr + perf_slot_offset(setup_, 0, k);
+  }
+
+  // Completions: polls; with -e (events) and nothing ready, arms the CQ and sleeps on the
+  // channel up to `max_wait` first. Negative on a CQ error.
+  int poll(std::span<transport::Wc> out, Nanos max_wait);
+  transport::Status post_recv_slot(int q, uint64_t k, uint32_t length);
+
+ private:
+  PerfContext() = default;
+
+  std::unique_ptr<device::Device> dev_;
+  PerfSetup setup_;
+  GidChoice gid_;
+  std::optional<transport::PdId> pd_;
+  std::optional<device::ChannelId> channel_;
+  std::optional<transport::CqId> cq_;
+  std::vector<uint32_t> qpns_;
+  std::vector<uint32_t> psns_;
+  std::unique_ptr<RegisteredBuffer> buffer_;
+  std::vector<PerfQpInfo> remote_;
+  std::vector<transport::AhAttr> ahs_;
+  uint32_t max_inline_ = 0;
+  uint64_t unacked_events_ = 0;
+};
+
+}  // namespace uroce::cli

@@ -1,0 +1,322 @@
+// `uroce perf` server roles: see perf_run.hpp.
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "cli/perf_pattern.hpp"
+#include "cli/perf_run.hpp"
+
+namespace uroce::cli {
+namespace {
+
+using transport::Sge;
+using transport::Wc;
+using transport::WcStatus;
+using transport::WrOpcode;
+
+constexpr Nanos kEventWait = std::chrono::milliseconds(10);
+// How often a busy loop looks at the side channel when it has nothing else to do.
+constexpr auto kChannelCheck = std::chrono::milliseconds(1);
+// After the client's "end": how long unreliable transports may stay quiet before the
+// receiver stops waiting for messages that were lost.
+constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
+constexpr auto kRcDrainLimit = std::chrono::seconds(10);
+constexpr auto kSettleLimit = std::chrono::milliseconds(100);
+
+// The server's state between the client's "end" and the reply.
+struct ServerSize {
+  bool ok = true;
+  std::string error;
+  uint64_t received = 0;
+  uint64_t checked_bytes = 0;
+  bool end_seen = false;
+  nlohmann::json end;
+
+  void fail(std::string message) {
+    if (!ok) return;
+    ok = false;
+    error = std::move(message);
+  }
+  [[nodiscard]] nlohmann::json reply() const {
+    return {{"ok", ok}, {"error", error}, {"received", received}, {"checked_bytes", checked_bytes}};
+  }
+};
+
+// Reads one side-channel message without blocking. Returns false if the channel broke.
+bool poll_channel(OobSocket& sock, ServerSize& st) {
+  std::string line;
+  bool closed = false;
+  if (!sock.try_recv_line(line, closed)) return !closed;
+  auto msg = nlohmann::json::parse(line, nullptr, false);
+  if (!msg.is_discarded() && msg.value("cmd", std::string()) == "end") {
+    st.end_seen = true;
+    st.end = std::move(msg);
+  }
+  return true;
+}
+
+uint64_t sum_sent(const nlohmann::json& end) {
+  uint64_t total = 0;
+  if (end.contains("sent") && end["sent"].is_array()) {
+    for (const auto& v : end["sent"]) total += v.get<uint64_t>();
+  }
+  return total;
+}
+
+// write/read/atomic: the data path needs nothing from us; answer fill/check/end.
+bool serve_passive(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
+                   ServerSize& st) {
+  const PerfSetup& s = ctx.setup();
+  for (;;) {
+    std::string line;
+    if (!sock.recv_line(line, std::nullopt)) return false;
+    auto msg = nlohmann::json::parse(line, nullptr, false);
+    const std::string cmd = msg.is_discarded() ? "" : msg.value("cmd", std::string());
+    if (cmd == "fill") {
+      const uint64_t first = msg.value("first", uint64_t{0});
+      for (int q = 0; q < s.num_qps; ++q) {
+        for (uint64_t k = 0; k < s.ring_slots; ++k) {
+          fill_pattern({ctx.slot(q, k), size}, perf_pattern_id(q, first + k, size));
+        }
+      }
+      if (!sock.send_line(nlohmann::json{{"ok", true}}.dump())) return false;
+    } else if (cmd == "check") {
+      const uint64_t first = msg.value("first", uint64_t{0});
+      const uint64_t count = std::min(msg.value("count", uint64_t{0}), s.ring_slots);
+      ServerSize round;
+      for (int q = 0; q < s.num_qps && round.ok; ++q) {
+        for (uint64_t k = 0; k < count; ++k) {
+          if (const auto bad =
+                  check_pattern({ctx.slot(q, k), size}, perf_pattern_id(q, first + k, size))) {
+            round.fail(fmt::format("verify: RDMA WRITE {} on QP {} left a wrong byte at offset {}",
+                                   first + k, q, *bad));
+            break;
+          }
+          st.checked_bytes += size;
+        }
+      }
+      if (!round.ok) st.fail(round.error);
+      if (!sock.send_line(round.reply().dump())) return false;
+    } else if (cmd == "end") {
+      st.end = msg;
+      if (test.verb == PerfVerb::kAtomic && s.verify) {
+        const auto sent = msg.value("sent", std::vector<uint64_t>{});
+        for (int q = 0; q < s.num_qps && q < static_cast<int>(sent.size()); ++q) {
+          uint64_t counter = 0;
+          std::memcpy(&counter, ctx.slot(q, 0), sizeof counter);
+          if (counter != sent[static_cast<size_t>(q)]) {
+            st.fail(fmt::format("verify: the counter of QP {} is {} after {} atomics", q, counter,
+                                sent[static_cast<size_t>(q)]));
+          }
+          st.checked_bytes += 8;
+        }
+      }
+      return true;
+    } else {
+      st.fail("unexpected message from the client: " + line);
+      return true;
+    }
+  }
+}
+
+// send_bw: receive, check, re-post.
+bool serve_receiver(PerfContext& ctx, OobSocket& sock, uint64_t size, ServerSize& st) {
+  const PerfSetup& s = ctx.setup();
+  const uint64_t offset = s.conn == PerfConnection::kUd ? 40 : 0;
+  std::array<Wc, 64> wcs;
+  auto last_progress = Clock::now();
+  auto last_check = Clock::now();
+  for (;;) {
+    const int n = ctx.poll(wcs, kEventWait);
+    for (int i = 0; i < n; ++i) {
+      const Wc& wc = wcs[static_cast<size_t>(i)];
+      if (wc.status != WcStatus::kSuccess) {
+        st.fail(fmt::format("completion with error: {} ({})", wc_status_str(wc.status),
+                            static_cast<int>(wc.status)));
+        continue;
+      }
+      const int q = ctx.qp_index(wc.qp_num);
+      if (q < 0) continue;
+      if (wc.byte_len != size + offset) {
+        st.fail(fmt::format("received {} bytes, expected {}", wc.byte_len, size + offset));
+      } else if (s.verify) {
+        const uint64_t it = wc.imm_data;
+        if (const auto bad = check_pattern({ctx.slot(q, wc.wr_id) + offset, size},
+                                           perf_pattern_id(q, it, size))) {
+          st.fail(fmt::format("verify: SEND {} on QP {} arrived with a wrong byte at offset {}", it,
+                              q, *bad));
+        }
+        st.checked_bytes += size;
+      }
+      ++st.received;
+      if (const auto rc = ctx.post_recv_slot(q, wc.wr_id, static_cast<uint32_t>(s.slot_size));
+          !rc) {
+        st.fail(fmt::format("couldn't post receive: {}", rc.message()));
+      }
+    }
+    const auto now = Clock::now();
+    if (n > 0) last_progress = now;
+    if (!st.end_seen && (n == 0 || now - last_check > kChannelCheck)) {
+      last_check = now;
+      if (!poll_channel(sock, st)) return false;
+    }
+    if (st.end_seen) {
+      const uint64_t expected = sum_sent(st.end);
+      if (st.received >= expected) return true;
+      const bool reliable = s.conn == PerfConnection::kRc;
+      if (!reliable && now - last_progress > kDrainQuiet) return true;
+      if (reliable && now - last_progress > kRcDrainLimit) {
+        st.fail(fmt::format("received {} of {} SENDs", st.received, expected));
+        return true;
+      }
+    }
+  }
+}
+
+// write_lat / send_lat: wait for ping `it`, check it, send pong `it`.
+bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
+                    ServerSize& st) {
+  const PerfSetup& s = ctx.setup();
+  const bool write = test.verb == PerfVerb::kWrite;
+  const bool ud = s.conn == PerfConnection::kUd;
+  const uint64_t offset = ud ? 40 : 0;
+  const uint64_t iters = s.duration > 0 ? UINT64_MAX : s.iters;
+  std::array<Wc, 16> wcs;
+  uint64_t pongs_posted = 0;
+  uint64_t pongs_done = 0;
+  uint64_t pings = 0;  // receive completions seen (send_lat)
+  for (uint64_t it = 0; it < iters && st.ok; ++it) {
+    auto last_check = Clock::now();
+    const uint8_t* last = ctx.slot(0, 0) + offset + size - 1;
+    // Wait for ping `it`: its last byte (write) or its receive completion (send); reap our
+    // previous pong's completion on the way.
+    for (;;) {
+      const int n = ctx.poll(wcs, write ? Nanos(0) : kEventWait);
+      for (int i = 0; i < n; ++i) {
+        const Wc& wc = wcs[static_cast<size_t>(i)];
+        if (wc.status != WcStatus::kSuccess) {
+          st.fail(fmt::format("completion with error: {} ({})", wc_status_str(wc.status),
+                              static_cast<int>(wc.status)));
+          return true;
+        }
+        if (wc.opcode == transport::WcOpcode::kRecv) {
+          ++pings;
+          if (wc.byte_len != size + offset) {
+            st.fail(
+                fmt::format("ping {} is {} bytes, expected {}", it, wc.byte_len, size + offset));
+          }
+          if (!ctx.post_recv_slot(0, 0, static_cast<uint32_t>(s.slot_size))) {
+            st.fail("couldn't post receive");
+          }
+        } else {
+          ++pongs_done;
+        }
+      }
+      const bool arrived = write ? std::atomic_ref<const uint8_t>(*last).load(
+                                       std::memory_order_acquire) == pingpong_seq(it)
+                                 : pings > it;
+      if (arrived && pongs_done == pongs_posted) break;
+      if (write) ctx.dev().progress();
+      if (Clock::now() - last_check > kChannelCheck) {
+        last_check = Clock::now();
+        if (!poll_channel(sock, st)) return false;
+        if (st.end_seen) return true;
+      }
+    }
+    if (s.verify) {
+      const auto settle = Clock::now() + kSettleLimit;
+      std::optional<size_t> bad;
+      do {
+        bad = check_pattern({ctx.slot(0, 0) + offset, size - 1}, perf_pattern_id(0, it, size));
+      } while (bad && Clock::now() < settle);
+      if (bad) {
+        st.fail(fmt::format("verify: ping {} has a wrong byte at offset {}", it, *bad));
+        break;
+      }
+      st.checked_bytes += size;
+    }
+    uint8_t* src = ctx.aux(0);
+    if (s.verify) fill_pattern({src, size}, perf_pattern_id(1, it, size));
+    src[size - 1] = pingpong_seq(it);
+    Sge sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(size), ctx.lkey()};
+    transport::SendWr wr;
+    wr.wr_id = it;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.send_flags = transport::kSendSignaled;
+    if (size <= ctx.max_inline()) wr.send_flags |= transport::kSendInline;
+    if (write) {
+      wr.opcode = WrOpcode::kRdmaWrite;
+      wr.rdma.remote_addr = ctx.remote_slot(0, 0);
+      wr.rdma.rkey = ctx.remote()[0].rkey;
+    } else {
+      wr.opcode = WrOpcode::kSend;
+      if (ud) {
+        wr.ud.ah = ctx.ah(0);
+        wr.ud.remote_qpn = ctx.remote()[0].qpn;
+        wr.ud.remote_qkey = kPingpongQkey;
+      }
+    }
+    if (const auto rc = ctx.dev().post_send(ctx.qpn(0), wr); !rc) {
+      st.fail(fmt::format("couldn't post send: {}", rc.message()));
+      break;
+    }
+    ++pongs_posted;
+    ++st.received;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool prepare_receives(PerfContext& ctx, PerfTest test, bool server, std::string& error) {
+  if (test.verb != PerfVerb::kSend) return true;
+  const PerfSetup& s = ctx.setup();
+  const bool latency = test.kind == PerfKind::kLatency;
+  if (!latency && !server) return true;
+  const int qps = latency ? 1 : s.num_qps;
+  const uint64_t count = latency ? std::min<uint64_t>(static_cast<uint64_t>(s.rx_depth), 64)
+                                 : static_cast<uint64_t>(s.rx_depth);
+  for (int q = 0; q < qps; ++q) {
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t slot = latency ? 0 : k % s.ring_slots;
+      if (const auto st = ctx.post_recv_slot(q, slot, static_cast<uint32_t>(s.slot_size)); !st) {
+        error = fmt::format("couldn't post receive: {}", st.message());
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool serve_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
+                std::string& end_line, nlohmann::json& reply) {
+  ServerSize st;
+  bool alive = true;
+  if (test.kind == PerfKind::kLatency &&
+      (test.verb == PerfVerb::kWrite || test.verb == PerfVerb::kSend)) {
+    alive = serve_pingpong(ctx, sock, test, size, st);
+  } else if (test.verb == PerfVerb::kSend) {
+    alive = serve_receiver(ctx, sock, size, st);
+  } else {
+    alive = serve_passive(ctx, sock, test, size, st);
+  }
+  if (!alive) return false;
+  while (!st.end_seen && st.end.is_null()) {
+    std::string line;
+    if (!sock.recv_line(line, std::nullopt)) return false;
+    auto msg = nlohmann::json::parse(line, nullptr, false);
+    if (!msg.is_discarded() && msg.value("cmd", std::string()) == "end") {
+      st.end_seen = true;
+      st.end = std::move(msg);
+    }
+  }
+  end_line = st.end.value("line", std::string());
+  reply = st.reply();
+  reply["result"] = st.end.value("result", nlohmann::json());
+  return sock.send_line(reply.dump());
+}
+
+}  // namespace uroce::cli
