@@ -485,5 +485,136 @@ TEST(ErrorPaths, AtomicWithShortLocalBufferIsLocalLengthError) {
   EXPECT_EQ(state_of(h.engine(0), p.a.qpn), QpState::kErr);
 }
 
+// A QP in ERR goes back to work through RESET -> INIT -> RTR -> RTS with new PSNs: nothing
+// of the old connection (PSNs, queued WQEs, timers, responder state) leaks into the new one.
+TEST(ErrorPaths, RecoveryThroughResetStartsAFreshConnection) {
+  EngineHarness h;
+  PairOptions o;
+  o.timeout = 8;
+  o.retry_cnt = 1;
+  QpPair p = h.connect(o);
+  // Break it: B is unreachable, A retries out.
+  h.faults(0).drop = 1.0;
+  ASSERT_TRUE(post(h, p.a, 1, WrOpcode::kSend, 0, 64).is_ok());
+  ASSERT_EQ(h.wait_wcs(0, p.a.send_cq, 1, std::chrono::seconds(1)).size(), 1u);
+  EXPECT_EQ(state_of(h.engine(0), p.a.qpn), QpState::kErr);
+  h.faults(0).drop = 0.0;
+  // Both sides to RESET and up again with other PSNs.
+  auto bring_up = [&](int side, Endpoint& self, const Endpoint& peer, uint32_t rq_psn,
+                      uint32_t sq_psn) {
+    Engine& e = h.engine(side);
+    QpAttr a;
+    a.qp_state = QpState::kReset;
+    ASSERT_TRUE(e.modify_qp(self.qpn, a, kQpState).is_ok());
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.qp_access_flags = o.access;
+    ASSERT_TRUE(
+        e.modify_qp(self.qpn, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags).is_ok());
+    a.qp_state = QpState::kRtr;
+    a.path_mtu = Mtu::k1024;
+    a.dest_qp_num = peer.qpn;
+    a.rq_psn = rq_psn;
+    a.ah_attr.dgid = peer.gid;
+    a.ah_attr.sgid = self.gid;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 1;
+    ASSERT_TRUE(e.modify_qp(self.qpn, a,
+                            kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                kQpMaxDestRdAtomic | kQpMinRnrTimer)
+                    .is_ok());
+    a.qp_state = QpState::kRts;
+    a.sq_psn = sq_psn;
+    a.timeout = 8;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    ASSERT_TRUE(
+        e.modify_qp(self.qpn, a,
+                    kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic)
+            .is_ok());
+  };
+  bring_up(0, p.a, p.b, 0x900, 0x5000);
+  bring_up(1, p.b, p.a, 0x5000, 0x900);
+  EXPECT_TRUE(h.poll(0, p.a.send_cq).empty()) << "RESET discards without new completions";
+  h.log().clear();
+  post_recv(p.b, 7, 0, 64);
+  std::memset(p.a.buf.data(), 0x3C, 64);
+  std::memset(p.b.buf.data() + 4096, 0x4D, 128);
+  ASSERT_TRUE(post(h, p.a, 2, WrOpcode::kSend, 0, 64).is_ok());
+  ASSERT_TRUE(post(h, p.a, 3, WrOpcode::kRdmaRead, 8192, 128, p.b.addr(4096), p.b.mr.rkey).is_ok());
+  const std::vector<Wc> wcs = h.wait_wcs(0, p.a.send_cq, 2, std::chrono::seconds(1));
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_wc(wcs[0], 2, WcStatus::kSuccess, p.a.qpn);
+  expect_wc(wcs[1], 3, WcStatus::kSuccess, p.a.qpn);
+  EXPECT_TRUE(std::all_of(p.a.buf.begin() + 8192, p.a.buf.begin() + 8192 + 128,
+                          [](uint8_t b) { return b == 0x4D; }));
+  const std::vector<Wc> rw = h.poll(1, p.b.recv_cq);
+  ASSERT_EQ(rw.size(), 1u);
+  expect_wc(rw[0], 7, WcStatus::kSuccess, p.b.qpn);
+  EXPECT_TRUE(
+      std::all_of(p.b.buf.begin(), p.b.buf.begin() + 64, [](uint8_t b) { return b == 0x3C; }));
+  ASSERT_FALSE(h.log().empty());
+  EXPECT_EQ(h.log().front().psn(), 0x5000u) << "the first packet carries the new SQ PSN";
+  h.run_until_idle(std::chrono::seconds(1));
+  EXPECT_EQ(h.engine(0).next_deadline(), kNever);
+}
+
+// A QP attached to an SRQ that goes to ERR: IBV_EVENT_QP_LAST_WQE_REACHED, and the SRQ keeps
+// its WQEs for the other QPs (IBA 10.3.1, 10.2.9).
+TEST(ErrorPaths, SrqQpInErrRaisesLastWqeReachedAndKeepsTheSrqWqes) {
+  EngineHarness h;
+  PairOptions o;
+  o.use_srq = true;
+  QpPair p = h.connect(o);
+  const SrqId srq = *p.b.srq;
+  for (uint64_t i = 0; i < 3; ++i) {
+    const Sge s = p.b.sge(i * 64, 64);
+    RecvWr wr;
+    wr.wr_id = i;
+    wr.sg_list = std::span<const Sge>(&s, 1);
+    ASSERT_TRUE(h.engine(1).post_srq_recv(srq, wr).is_ok());
+  }
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_TRUE(h.engine(1).modify_qp(p.b.qpn, err, kQpState).is_ok());
+  std::array<AsyncEvent, 8> ev;
+  ASSERT_EQ(h.engine(1).poll_events(ev), 1u);
+  EXPECT_EQ(ev[0].type, EventType::kQpLastWqeReached);
+  EXPECT_EQ(ev[0].element, p.b.qpn);
+  EXPECT_TRUE(h.poll(1, p.b.recv_cq).empty()) << "SRQ WQEs are not flushed with the QP";
+  // The SRQ still holds all three: it takes exactly max_wr - 3 more.
+  uint64_t extra = 0;
+  for (;; ++extra) {
+    const Sge s = p.b.sge(0, 8);
+    RecvWr wr;
+    wr.wr_id = 1000 + extra;
+    wr.sg_list = std::span<const Sge>(&s, 1);
+    if (!h.engine(1).post_srq_recv(srq, wr).is_ok()) break;
+  }
+  EXPECT_EQ(extra, o.max_recv_wr - 3);
+}
+
+// A full CQ loses the completion, counts cq_overflow and raises IBV_EVENT_CQ_ERR (rxe).
+TEST(ErrorPaths, CqOverflowIsCountedAndRaisesCqErr) {
+  EngineHarness h;
+  PairOptions o;
+  o.cqe = 1;
+  QpPair p = h.connect(o);
+  const uint32_t cap = h.engine(0).cq_capacity(p.a.send_cq);
+  ASSERT_GE(cap, 1u);
+  for (uint64_t i = 0; i <= cap; ++i) ASSERT_TRUE(post(h, p.a, i, WrOpcode::kSend, 0, 0).is_ok());
+  for (uint64_t i = 0; i <= cap; ++i) post_recv(p.b, 100 + i, 0, 0);
+  h.run_until_idle(std::chrono::seconds(1));
+  const std::vector<Wc> wcs = h.poll(0, p.a.send_cq);
+  ASSERT_EQ(wcs.size(), cap);
+  for (uint64_t i = 0; i < cap; ++i) expect_wc(wcs[i], i, WcStatus::kSuccess, p.a.qpn);
+  EXPECT_EQ(h.engine(0).counters()[Counter::kCqOverflow], 1u);
+  std::array<AsyncEvent, 8> ev;
+  ASSERT_EQ(h.engine(0).poll_events(ev), 1u);
+  EXPECT_EQ(ev[0].type, EventType::kCqErr);
+  EXPECT_EQ(ev[0].element, static_cast<uint32_t>(p.a.send_cq));
+}
+
 }  // namespace
 }  // namespace uroce::test

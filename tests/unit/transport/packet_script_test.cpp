@@ -1031,5 +1031,141 @@ TEST(PacketScript, SolicitedOnlyNotificationFiresOnTheSeBitOnly) {
   EXPECT_EQ(s.recv_wcs().size(), 2u);
 }
 
+// ---------------------------------------------------------------------------------------
+// Retry budgets: counted per stall, not per connection (rxe reset_retry_counters), 7 means
+// forever, and timeout 0 means no timer at all.
+
+TEST(PacketScript, ProgressGivesTheRetryBudgetBack) {
+  ScriptOptions o;
+  o.sq_psn = 0x100;
+  o.timeout = 4;  // 65536 ns
+  o.retry_cnt = 1;
+  ScriptQp s(o);
+  const Nanos kT(4096 << 4);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_EQ(s.transmit().size(), 2u);
+  // timeout / expect both resent (retry 1 of 1)
+  s.advance_to(TimePoint(kT));
+  ASSERT_EQ(s.transmit().size(), 2u);
+  // receive ACK psn=0x100 / expect progress: the budget is back
+  s.receive(s.ack(0x100, 1));
+  // timeout / expect 0x101 resent, not RETRY_EXC_ERR
+  s.advance_to(TimePoint(kT * 2));
+  const TxPacket p = one(s.transmit());
+  EXPECT_EQ(p.psn(), 0x101u);
+  EXPECT_EQ(s.state(), QpState::kRts);
+  // timeout again without progress / expect RETRY_EXC_ERR now
+  s.advance_to(TimePoint(kT * 3));
+  EXPECT_TRUE(s.transmit().empty());
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess);
+  expect_send_wc(wcs[1], 2, WcStatus::kRetryExcErr);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  s.expect_qp_counters({{Counter::kLocalAckTimeoutErr, 3},
+                        {Counter::kCompleterRetryErr, 2},
+                        {Counter::kRetryExceededErr, 1},
+                        {Counter::kRetransmittedPkts, 3},
+                        {Counter::kRdmaSends, 1},
+                        {Counter::kReqCqeError, 1}});
+}
+
+TEST(PacketScript, RetryCnt7AndRnrRetry7RetryForever) {
+  ScriptOptions o;
+  o.sq_psn = 0x200;
+  o.timeout = 1;  // 8192 ns
+  o.retry_cnt = 7;
+  o.rnr_retry = 7;
+  ScriptQp s(o);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_EQ(s.transmit().size(), 1u);
+  for (int i = 1; i <= 20; ++i) {
+    s.advance_to(s.engine().next_deadline());
+    ASSERT_EQ(s.transmit().size(), 1u) << "timeout " << i;
+  }
+  for (int i = 1; i <= 20; ++i) {
+    s.receive(s.rnr_nak(1, 0x200, 0));
+    s.advance_to(s.engine().next_deadline());
+    ASSERT_EQ(s.transmit().size(), 1u) << "RNR " << i;
+  }
+  EXPECT_EQ(s.state(), QpState::kRts);
+  EXPECT_TRUE(s.send_wcs().empty());
+  s.receive(s.ack(0x200, 1));
+  ASSERT_EQ(s.send_wcs().size(), 1u);
+  s.expect_qp_counters({{Counter::kLocalAckTimeoutErr, 20},
+                        {Counter::kCompleterRetryErr, 20},
+                        {Counter::kRcvdRnrErr, 20},
+                        {Counter::kRetransmittedPkts, 40},
+                        {Counter::kRdmaSends, 1}});
+}
+
+TEST(PacketScript, TimeoutZeroArmsNoTimer) {
+  ScriptOptions o;
+  o.timeout = 0;
+  ScriptQp s(o);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 8).is_ok());
+  ASSERT_EQ(s.transmit().size(), 1u);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.advance_to(TimePoint(std::chrono::seconds(100)));
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_EQ(s.state(), QpState::kRts);
+}
+
+// Packets a QP must never act on: bad ICRC, unknown QPN, wrong P_Key, another transport,
+// another source address, bad TVer. Each is dropped and counted under its own name.
+TEST(PacketScript, MalformedAndMisaddressedPacketsAreDroppedAndCounted) {
+  ScriptOptions o;
+  o.rq_psn = 0x10;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 64);
+  const std::vector<uint8_t> payload = {1, 2, 3, 4};
+  auto raw = [&](const wire::Headers& h, bool corrupt_icrc, const std::array<uint8_t, 16>& src) {
+    std::vector<uint8_t> bytes(wire::packet_size(h.bth.opcode, payload.size()));
+    EXPECT_EQ(wire::build_packet(h, payload, bytes), bytes.size());
+    transport::PacketMeta meta;
+    meta.ip.src = src;
+    meta.ip.dst = v4_gid(10, 0, 0, 1);
+    meta.ip_id_known = true;
+    wire::write_icrc(meta.ip, bytes);
+    if (corrupt_icrc) bytes[bytes.size() - 1] ^= 0x01;
+    s.engine().on_packet(s.now(), meta, bytes);
+  };
+  const auto peer = v4_gid(10, 0, 0, 2);
+  wire::Headers good = s.request(Op::kSendOnly, 0x10);
+  raw(good, true, peer);  // bad ICRC
+  wire::Headers h = good;
+  h.bth.dqpn = 0x777;  // no such QP
+  raw(h, false, peer);
+  h = good;
+  h.bth.pkey = 0x1234;  // another partition
+  raw(h, false, peer);
+  h = good;
+  h.bth.opcode = wire::make_opcode(wire::Transport::kUc, Op::kSendOnly);  // UC opcode to an RC QP
+  raw(h, false, peer);
+  raw(good, false, v4_gid(10, 0, 0, 99));  // not the connected peer
+  h = good;
+  h.bth.tver = 1;
+  raw(h, false, peer);
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_TRUE(s.recv_wcs().empty());
+  // The real one still works, with the expected PSN.
+  s.receive(good, payload);
+  expect_ack(one(s.transmit()), 0x10, 1);
+  ASSERT_EQ(s.recv_wcs().size(), 1u);
+  const Counters& dev = s.engine().counters();
+  EXPECT_EQ(dev[Counter::kIcrcErrors], 1u);
+  EXPECT_EQ(dev[Counter::kDropBadQpn], 1u);
+  EXPECT_EQ(dev[Counter::kDropBadPkey], 1u);
+  EXPECT_EQ(dev[Counter::kDropBadQpType], 1u);
+  EXPECT_EQ(dev[Counter::kDropBadAddress], 1u);
+  EXPECT_EQ(dev[Counter::kDropBadTver], 1u);
+  EXPECT_EQ(dev[Counter::kRcvdPkts], 1u + 4u)
+      << "ICRC-valid packets are received; the TVer one is not parsed";
+  // Per QP: only what was addressed to it and got past the device checks.
+  s.expect_qp_counters(
+      {{Counter::kDropBadQpType, 1}, {Counter::kDropBadAddress, 1}, {Counter::kRdmaRecvs, 1}});
+}
+
 }  // namespace
 }  // namespace uroce::script
