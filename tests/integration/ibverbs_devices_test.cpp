@@ -1,0 +1,97 @@
+// libibverbs.so.1 drop-in: device listing and attributes through Debian's unmodified
+// ibv_devices and ibv_devinfo, and the library's exported ABI against Debian's own
+// libibverbs.so.1 (every default-version symbol, with its version node).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "ibverbs_test_util.hpp"
+
+namespace uroce::ibtest {
+namespace {
+
+class IbverbsDevices : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(have_program(lib_dir() + "/libibverbs.so.1")) << "build uroce_ibverbs first";
+  }
+  ToolEnv env_;
+};
+
+TEST_F(IbverbsDevices, IbvDevicesListsUroce0) {
+  if (!have_program("/usr/bin/ibv_devices")) GTEST_SKIP() << "ibverbs-utils not installed";
+  Process p({"ibv_devices"}, env_);
+  ProcResult r = p.wait(20s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("    device          \t   node GUID"), std::string::npos) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "    uroce0          \t"), 1) << r.output;
+}
+
+TEST_F(IbverbsDevices, IbvDevinfoVerboseShowsRoceV2Port) {
+  if (!have_program("/usr/bin/ibv_devinfo")) GTEST_SKIP() << "ibverbs-utils not installed";
+  env_.vars["UROCE_NETDEVS"] = "lo";
+  Process p({"ibv_devinfo", "-v"}, env_);
+  ProcResult r = p.wait(20s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {
+           "hca_id:\turoce0\n",
+           "\ttransport:\t\t\tInfiniBand (0)\n",
+           "\tvendor_id:\t\t\t0xffffff\n",
+           "\tphys_port_cnt:\t\t\t1\n",
+           "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
+           "\t\t\tmax_mtu:\t\t4096 (5)\n",
+           "\t\t\tactive_mtu:\t\t4096 (5)\n",
+           "\t\t\tlink_layer:\t\tEthernet\n",
+           "\t\t\tgid_tbl_len:\t\t2\n",
+           "\t\t\tGID[  0]:\t\t::1, RoCE v2\n",
+           "\t\t\tGID[  1]:\t\t::ffff:127.0.0.1, RoCE v2\n",
+       }) {
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing: " << line << r.output;
+  }
+}
+
+TEST_F(IbverbsDevices, BadEnvironmentIsReportedNotCrashed) {
+  if (!have_program("/usr/bin/ibv_devinfo")) GTEST_SKIP() << "ibverbs-utils not installed";
+  env_.vars["UROCE_PORT"] = "notaport";
+  Process p({"ibv_devinfo"}, env_);
+  ProcResult r = p.wait(20s);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("uroce: UROCE_PORT=notaport is not a UDP port (1 .. 65535)"),
+            std::string::npos)
+      << r.output;
+}
+
+std::set<std::string> default_exports(const std::string& lib) {
+  std::set<std::string> out;
+  FILE* f = popen(("objdump -T " + lib + " 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) {
+    std::istringstream line(buf);
+    std::vector<std::string> cols;
+    for (std::string c; line >> c;) cols.push_back(c);
+    // "<addr> g DF .text <size> <version> <name>": defined functions, default version only
+    // (compat versions print in parentheses), never the provider-private interface.
+    if (cols.size() < 7 || cols[1] != "g" || cols[3] == "*UND*") continue;
+    const std::string& ver = cols[cols.size() - 2];
+    if (ver.rfind("IBVERBS_1.", 0) != 0) continue;
+    out.insert(ver + " " + cols.back());
+  }
+  pclose(f);
+  return out;
+}
+
+TEST_F(IbverbsDevices, ExportsEveryPublicSymbolOfRdmaCoreWithItsVersion) {
+  const std::string debian = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+  if (!have_program("/usr/bin/objdump") || access(debian.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "objdump or Debian's libibverbs1 missing";
+  }
+  const auto want = default_exports(debian);
+  const auto have = default_exports(lib_dir() + "/libibverbs.so.1");
+  ASSERT_GT(want.size(), 80u);
+  EXPECT_EQ(want, have);
+}
+
+}  // namespace
+}  // namespace uroce::ibtest

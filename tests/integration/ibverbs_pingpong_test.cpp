@@ -1,0 +1,55 @@
+// libibverbs.so.1 drop-in: Debian's unmodified ibv_{rc,uc,ud,srq}_pingpong between two
+// processes on 127.0.0.1 (GID index 1 = ::ffff:127.0.0.1 on lo). Both sides must exit 0
+// and report the exchange; the rc test also runs with completion events (-e).
+#include <gtest/gtest.h>
+
+#include "ibverbs_test_util.hpp"
+
+namespace uroce::ibtest {
+namespace {
+
+struct PingpongCase {
+  const char* program;
+  std::vector<std::string> extra;
+  const char* name;
+};
+
+class IbverbsPingpong : public ::testing::TestWithParam<PingpongCase> {};
+
+TEST_P(IbverbsPingpong, BothSidesCompleteTheExchange) {
+  const PingpongCase& c = GetParam();
+  ASSERT_TRUE(have_program(lib_dir() + "/libibverbs.so.1")) << "build uroce_ibverbs first";
+  if (!have_program(std::string("/usr/bin/") + c.program)) {
+    GTEST_SKIP() << c.program << " not installed (ibverbs-utils)";
+  }
+  ToolEnv env;
+  env.vars["UROCE_NETDEVS"] = "lo";
+  const uint16_t tcp = free_port(SOCK_STREAM);
+  const std::string iters = "200";
+  std::vector<std::string> server = {c.program, "-g", "1", "-n", iters, "-p", std::to_string(tcp)};
+  server.insert(server.end(), c.extra.begin(), c.extra.end());
+  std::vector<std::string> client = server;
+  client.push_back("127.0.0.1");
+  auto [s, cl] = run_pair(server, client, env, tcp, 60s);
+  ASSERT_FALSE(cl.timed_out) << cl.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  for (const ProcResult* r : {&s, &cl}) {
+    EXPECT_GE(count_lines_with(r->output, "  local address:  LID 0x0000, QPN 0x"), 1) << r->output;
+    EXPECT_GE(count_lines_with(r->output, ", GID ::ffff:127.0.0.1"), 2) << r->output;
+    EXPECT_EQ(count_lines_with(r->output, iters + " iters in "), 1) << r->output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Debian, IbverbsPingpong,
+                         ::testing::Values(PingpongCase{"ibv_rc_pingpong", {}, "rc"},
+                                           PingpongCase{"ibv_rc_pingpong", {"-e"}, "rc_events"},
+                                           PingpongCase{"ibv_uc_pingpong", {}, "uc"},
+                                           PingpongCase{"ibv_ud_pingpong", {}, "ud"},
+                                           PingpongCase{"ibv_srq_pingpong", {}, "srq"}),
+                         [](const ::testing::TestParamInfo<PingpongCase>& i) {
+                           return std::string(i.param.name);
+                         });
+
+}  // namespace
+}  // namespace uroce::ibtest

@@ -1,0 +1,209 @@
+// Helpers of the libibverbs drop-in tests: run Debian's unmodified RDMA programs
+// (ibverbs-utils, perftest, qperf, pyverbs) against build/lib/libibverbs.so.1 as a server and
+// a client process on 127.0.0.1, each with a deadline, and collect exit codes and output.
+//
+//   ToolEnv env;                                   // LD_LIBRARY_PATH + a private UROCE_PORT
+//   auto [srv, cli] = run_pair({"ibv_rc_pingpong", "-g", "1"}, {..., "127.0.0.1"}, env, port);
+//   EXPECT_EQ(cli.exit_code, 0) << cli.output;
+//
+// Every child runs in its own process group, which is killed on timeout and when the
+// Process object goes away, so no program outlives its test (qperf's server forks).
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace uroce::ibtest {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+inline std::string lib_dir() {
+  return std::string(UROCE_BINARY_DIR) + "/lib";
+}
+
+inline bool have_program(const std::string& path) {
+  return access(path.c_str(), X_OK) == 0;
+}
+
+// A port the kernel just handed out for `type` (SOCK_STREAM / SOCK_DGRAM) on 127.0.0.1.
+inline uint16_t free_port(int type) {
+  const int fd = socket(AF_INET, type, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  uint16_t port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// The environment every program gets: uroce's libibverbs first, and a UDP port of its own
+// so parallel tests (and a real rxe on 4791) never meet.
+struct ToolEnv {
+  std::map<std::string, std::string> vars;
+  ToolEnv() {
+    vars["LD_LIBRARY_PATH"] = lib_dir();
+    vars["UROCE_PORT"] = std::to_string(free_port(SOCK_DGRAM));
+  }
+};
+
+struct ProcResult {
+  int exit_code = -1;  // -1: killed by a signal or by the deadline
+  bool timed_out = false;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const ToolEnv& env) {
+    char tmpl[] = "/tmp/uroce-ibverbs-out-XXXXXX";
+    const int out = mkstemp(tmpl);
+    out_path_ = tmpl;
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+      const int devnull = open("/dev/null", O_RDONLY);
+      dup2(devnull, STDIN_FILENO);
+      for (const auto& [k, v] : env.vars) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      std::fprintf(stderr, "exec %s failed\n", args[0]);
+      _exit(127);
+    }
+    if (pid_ > 0) setpgid(pid_, pid_);
+    close(out);
+  }
+  ~Process() {
+    kill_group();
+    unlink(out_path_.c_str());
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+  // Waits up to `timeout` for the exit; past it the group is killed and timed_out set.
+  ProcResult wait(std::chrono::milliseconds timeout) {
+    ProcResult r;
+    const auto deadline = Clock::now() + timeout;
+    while (!reaped_) {
+      int status = 0;
+      const pid_t w = waitpid(pid_, &status, WNOHANG);
+      if (w == pid_) {
+        reaped_ = true;
+        if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+        break;
+      }
+      if (Clock::now() >= deadline) {
+        r.timed_out = true;
+        kill_group();
+        break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    r.output = read_output();
+    return r;
+  }
+
+  void kill_group() {
+    if (pid_ <= 0) return;
+    ::kill(-pid_, SIGKILL);
+    if (!reaped_) {
+      waitpid(pid_, nullptr, 0);
+      reaped_ = true;
+    }
+  }
+
+  [[nodiscard]] std::string read_output() const {
+    std::ifstream in(out_path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string out_path_;
+};
+
+// True once a socket listens on 127.0.0.1/0.0.0.0/:: `port` (read from /proc/net/tcp*,
+// because a probing connect() would be taken for the client by one-shot servers).
+inline bool tcp_listening(uint16_t port) {
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, state;
+      f >> sl >> local >> remote >> state;
+      if (state == "0A" && local.size() > 5 && local.ends_with(want)) return true;
+    }
+  }
+  return false;
+}
+
+inline bool wait_listening(uint16_t port, Process& server, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (tcp_listening(port)) return true;
+    if (waitpid(server.pid(), nullptr, WNOHANG) == server.pid()) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// Starts the server, waits for its TCP side channel on `tcp_port`, runs the client, then
+// collects both. The client's deadline is `timeout`; the server gets a few seconds more to
+// print its report.
+inline std::pair<ProcResult, ProcResult> run_pair(const std::vector<std::string>& server_argv,
+                                                  const std::vector<std::string>& client_argv,
+                                                  const ToolEnv& env, uint16_t tcp_port,
+                                                  std::chrono::milliseconds timeout) {
+  Process server(server_argv, env);
+  if (!wait_listening(tcp_port, server, 15s)) {
+    ProcResult none;
+    none.output = "server never listened on TCP port " + std::to_string(tcp_port);
+    return {server.wait(1s), none};
+  }
+  Process client(client_argv, env);
+  ProcResult c = client.wait(timeout);
+  ProcResult s = server.wait(c.timed_out ? 1s : 10s);
+  return {s, c};
+}
+
+inline int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) n += line.find(needle) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+}  // namespace uroce::ibtest
