@@ -8,6 +8,7 @@
 
 #include "engine_harness.hpp"
 #include "transport/qp_state.hpp"
+#include "transport/ud.hpp"
 #include "wire/icrc.hpp"
 
 namespace uroce::test {
@@ -992,6 +993,38 @@ TEST(UdTest, WrongQkeyIsDroppedAndOversizeIsLocLenErr) {
   QpInitAttr i;
   ASSERT_TRUE(p.a.engine->query_qp(p.a.qpn, a, i).is_ok());
   EXPECT_EQ(a.qp_state, QpState::kRts);  // one bad datagram does not break a UD QP
+}
+
+TEST(UdTest, GrhAreaForIpv6IsTheIpv6Header) {
+  PacketMeta meta;
+  meta.ip.ipv6 = true;
+  for (uint8_t i = 0; i < 16; ++i) {
+    meta.ip.src[i] = static_cast<uint8_t>(0x20 + i);
+    meta.ip.dst[i] = static_cast<uint8_t>(0x40 + i);
+  }
+  meta.tos = 0xAB;
+  meta.ttl = 17;
+  const std::array<uint8_t, kGrhLen> g = build_grh(meta, 100);
+  EXPECT_EQ(g[0], 0x6A);               // version 6, traffic class high nibble
+  EXPECT_EQ(g[1], 0xB0);               // traffic class low nibble, flow label 0
+  EXPECT_EQ((g[4] << 8) | g[5], 108);  // UDP header + RoCE bytes
+  EXPECT_EQ(g[6], 17);
+  EXPECT_EQ(g[7], 17);
+  EXPECT_TRUE(std::equal(meta.ip.src.begin(), meta.ip.src.end(), g.begin() + 8));
+  EXPECT_TRUE(std::equal(meta.ip.dst.begin(), meta.ip.dst.end(), g.begin() + 24));
+}
+
+TEST(UdTest, GrhAreaUsesTheReceivedIpv4IdWhenKnown) {
+  PacketMeta meta;
+  meta.ip.src = ipv4_gid(192, 168, 1, 1);
+  meta.ip.dst = ipv4_gid(192, 168, 1, 2);
+  meta.ip.ipv4_id = 0x1234;
+  meta.ip.ipv4_df = false;
+  meta.ip_id_known = true;
+  const std::array<uint8_t, kGrhLen> g = build_grh(meta, 60);
+  EXPECT_EQ((g[24] << 8) | g[25], 0x1234);
+  EXPECT_EQ(g[26], 0);  // no DF
+  EXPECT_EQ((g[22] << 8) | g[23], 88);
 }
 
 // ---------------------------------------------------------------------------------------
