@@ -155,11 +155,12 @@ const IdSubspace& id_subspace(size_t message_len) {
   return e.space;
 }
 
-// ISA-L picks an AVX-512 kernel (crc32_gzip_refl_by16_10) where it can, and returns with the
-// upper halves of the vector registers dirty. The legacy-SSE code compiled around it (memcpy,
-// the header code) then pays an SSE/AVX transition penalty: on this project's Xeon VM a 48-byte
-// CRC of a stack buffer took 724 ns instead of 59 ns with VZEROUPPER after the call.
-// VZEROUPPER exists only with AVX, hence the CPU check (ISA-L uses no AVX without it).
+// ISA-L picks an AVX-512 kernel (crc32_gzip_refl_by16_10) where it can, and it behaves as if it
+// returned with the upper vector state dirty (measured, not read in its source): the legacy-SSE
+// code compiled around it (memcpy, the header code) then pays an SSE/AVX transition penalty: on
+// this project's Xeon VM a 48-byte CRC of a stack buffer took 724 ns instead of 59 ns with
+// VZEROUPPER after the call. VZEROUPPER exists only with AVX, hence the CPU check (ISA-L uses no
+// AVX without it).
 void clear_upper_vector_state() {
 #if defined(__x86_64__)
   static const bool has_avx = __builtin_cpu_supports("avx");
