@@ -16,7 +16,8 @@ class Psn {
 
   [[nodiscard]] constexpr uint32_t value() const { return value_; }
 
-  // Signed distance a - b in (-2^23, 2^23]: positive when a is after b.
+  // Signed distance a - b in [-2^23, 2^23): positive when a is after b. PSNs exactly 2^23
+  // apart are ambiguous; the transport never lets that many be outstanding.
   [[nodiscard]] static constexpr int32_t distance(Psn a, Psn b) {
     return static_cast<int32_t>(((a.value_ - b.value_) & kMask) << 8) >> 8;
   }
