@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -191,47 +192,53 @@ constexpr size_t kBufSize = 4 * kMiB;
 
 class RcRun {
  public:
-  RcRun(uint64_t seed, int ops)
+  RcRun(uint64_t seed, int ops, int qp_pairs = 1)
       : seed_(seed),
         ops_(ops),
+        qp_pairs_(qp_pairs),
         r_(seed),
         h_(harness_options(seed)),
         w_(h_.engine(0), h_.engine(1), seed) {}
 
   void run() {
-    PairOptions o;
-    o.type = QpType::kRc;
-    o.mtu = kMtus[r_.below(5)];
-    mtu_ = mtu_bytes(o.mtu);
-    o.psn0 = 0xFFFFF0 + r_.below(16);  // both directions cross the 24-bit wrap early
-    o.psn1 = 0xFFFFF0 + r_.below(16);
-    o.timeout = 8;  // 1 ms: many retransmissions per second of virtual time
-    o.retry_cnt = 7;
-    o.rnr_retry = 7;
-    o.min_rnr_timer = 1;  // 10 us
-    o.max_rd_atomic = 16;
-    o.max_dest_rd_atomic = 16;
-    o.buffer_size = kRcBuf;
-    o.max_sge = 4;
-    o.max_inline = 128;
-    o.use_srq = r_.chance(0.4);
-    use_srq_ = o.use_srq;
-    p_ = h_.connect(o);
-    sides_[0].ep = &p_.a;
-    sides_[1].ep = &p_.b;
+    use_srq_ = r_.chance(0.4);
+    for (int i = 0; i < qp_pairs_; ++i) {
+      PairOptions o;
+      o.type = QpType::kRc;
+      o.mtu = kMtus[r_.below(5)];
+      o.psn0 = 0xFFFFF0 + r_.below(16);  // both directions cross the 24-bit wrap early
+      o.psn1 = 0xFFFFF0 + r_.below(16);
+      o.timeout = 8;  // 1 ms: many retransmissions per second of virtual time
+      o.retry_cnt = 7;
+      o.rnr_retry = 7;
+      o.min_rnr_timer = 1;  // 10 us
+      o.max_rd_atomic = 16;
+      o.max_dest_rd_atomic = 16;
+      o.buffer_size = kRcBuf;
+      o.max_sge = 4;
+      o.max_inline = 128;
+      o.use_srq = use_srq_;
+      auto c = std::make_unique<Conn>();
+      c->p = h_.connect(o);
+      c->mtu = mtu_bytes(o.mtu);
+      c->sides[0].ep = &c->p.a;
+      c->sides[1].ep = &c->p.b;
+      for (Side& s : c->sides) {
+        fill_random(s.ep->buf, r_.u64());
+        s.shadow = s.ep->buf;
+      }
+      mtus_ += (i == 0 ? "" : "/") + std::to_string(c->mtu);
+      conns_.push_back(std::move(c));
+    }
     for (int from = 0; from < 2; ++from) {
       w_.faults(from).drop = 0.05;
       w_.faults(from).duplicate = 0.05;
       w_.faults(from).reorder = 0.05;
     }
-    for (Side& s : sides_) {
-      fill_random(s.ep->buf, r_.u64());
-      s.shadow = s.ep->buf;
-    }
 
     int done = 0;
     for (int batch = 0; done < ops_; ++batch) {
-      SCOPED_TRACE("RC seed " + std::to_string(seed_) + " (MTU " + std::to_string(mtu_) +
+      SCOPED_TRACE("RC seed " + std::to_string(seed_) + " (MTU " + mtus_ +
                    (use_srq_ ? ", SRQ" : "") + ") batch " + std::to_string(batch) +
                    "; replay with UROCE_RANDOM_SEED=" + std::to_string(seed_));
       done +=
@@ -240,26 +247,31 @@ class RcRun {
       if (batch % 16 == 15) compare_all();
     }
     w_.run_until_idle(Nanos(10'000'000'000));
+    uint64_t sums[2][6] = {};
+    for (const auto& c : conns_) {
+      for (int s = 0; s < 2; ++s) {
+        const Counters& k = *h_.engine(s).qp_counters(c->sides[s].ep->qpn);
+        const Counter which[6] = {Counter::kSentPkts,           Counter::kRetransmittedPkts,
+                                  Counter::kRcvdSeqErr,         Counter::kRcvdRnrErr,
+                                  Counter::kLocalAckTimeoutErr, Counter::kDuplicateRequest};
+        for (int i = 0; i < 6; ++i) sums[s][i] += k[which[i]];
+        EXPECT_EQ(k[Counter::kReqCqeError] + k[Counter::kRespCqeError], 0u);
+        EXPECT_TRUE(h_.poll(s, c->sides[s].ep->send_cq).empty())
+            << "seed " << seed_ << ": extra send completion";
+        EXPECT_TRUE(h_.poll(s, c->sides[s].ep->recv_cq).empty())
+            << "seed " << seed_ << ": extra receive completion";
+      }
+    }
     for (int s = 0; s < 2; ++s) {
-      const Counters& c = *h_.engine(s).qp_counters(sides_[s].ep->qpn);
       std::printf(
-          "[ seed %llu ] RC MTU %u%s side %d: %llu packets sent, %llu retransmitted, %llu sequence "
-          "NAKs "
-          "received, %llu RNR NAKs received, %llu ACK timeouts, %llu implied NAKs, %llu duplicate "
-          "requests\n",
-          static_cast<unsigned long long>(seed_), mtu_, use_srq_ ? " SRQ" : "", s,
-          static_cast<unsigned long long>(c[Counter::kSentPkts]),
-          static_cast<unsigned long long>(c[Counter::kRetransmittedPkts]),
-          static_cast<unsigned long long>(c[Counter::kRcvdSeqErr]),
-          static_cast<unsigned long long>(c[Counter::kRcvdRnrErr]),
-          static_cast<unsigned long long>(c[Counter::kLocalAckTimeoutErr]),
-          static_cast<unsigned long long>(c[Counter::kImpliedNakSeqErr]),
-          static_cast<unsigned long long>(c[Counter::kDuplicateRequest]));
-      EXPECT_EQ(c[Counter::kReqCqeError] + c[Counter::kRespCqeError], 0u);
-      EXPECT_TRUE(h_.poll(s, sides_[s].ep->send_cq).empty())
-          << "seed " << seed_ << ": extra send completion";
-      EXPECT_TRUE(h_.poll(s, sides_[s].ep->recv_cq).empty())
-          << "seed " << seed_ << ": extra receive completion";
+          "[ seed %llu ] RC %d QP pair(s), MTU %s%s, side %d: %llu packets sent, %llu "
+          "retransmitted, %llu "
+          "sequence NAKs and %llu RNR NAKs received, %llu ACK timeouts, %llu duplicate requests\n",
+          static_cast<unsigned long long>(seed_), qp_pairs_, mtus_.c_str(), use_srq_ ? " SRQ" : "",
+          s, static_cast<unsigned long long>(sums[s][0]),
+          static_cast<unsigned long long>(sums[s][1]), static_cast<unsigned long long>(sums[s][2]),
+          static_cast<unsigned long long>(sums[s][3]), static_cast<unsigned long long>(sums[s][4]),
+          static_cast<unsigned long long>(sums[s][5]));
     }
     std::printf(
         "[ seed %llu ] RC: %d operations, %llu packets on the wire, %.3f s of virtual time\n",
@@ -288,6 +300,13 @@ class RcRun {
     bool last_signaled = false;
   };
 
+  // One connected QP pair and the model of its two sides.
+  struct Conn {
+    QpPair p;
+    std::array<Side, 2> sides;
+    uint32_t mtu = 1024;
+  };
+
   static EngineHarness::Options harness_options(uint64_t seed) {
     EngineHarness::Options ho;
     ho.seed = seed;
@@ -298,15 +317,17 @@ class RcRun {
   // Posts up to `n` operations spread over both sides, runs until all their completions
   // arrived, checks completions and memory.
   int run_batch(int n) {
-    for (Side& s : sides_) {
-      s.exp_send.clear();
-      s.exp_recv.clear();
-      s.dirty.clear();
-      s.pending_reads.clear();
-      s.dst_cursor = kRcDst;
-      s.recv_cursor = kRcRecv;
-      s.posted = 0;
-      s.last_signaled = false;
+    for (auto& c : conns_) {
+      for (Side& s : c->sides) {
+        s.exp_send.clear();
+        s.exp_recv.clear();
+        s.dirty.clear();
+        s.pending_reads.clear();
+        s.dst_cursor = kRcDst;
+        s.recv_cursor = kRcRecv;
+        s.posted = 0;
+        s.last_signaled = false;
+      }
     }
     // Now and then the receiver posts its receive WQEs only after the SENDs arrived: RNR.
     defer_recvs_ = r_.chance(0.1);
@@ -314,83 +335,100 @@ class RcRun {
     const double b_share = r_.chance(0.5) ? 0.0 : 0.4;
     int posted = 0;
     for (int i = 0; i < n; ++i) {
+      Conn& c = *conns_[r_.below(conns_.size())];
       const int from = r_.chance(b_share) ? 1 : 0;
-      if (!post_one(from)) break;
+      if (!post_one(c, from)) break;
       ++posted;
       if (::testing::Test::HasFailure()) return posted;
     }
-    for (int s = 0; s < 2; ++s) {
-      if ((posted == 0 && s == 0) || (sides_[s].posted > 0 && !sides_[s].last_signaled)) {
-        post_closer(s);
-        ++posted;
+    for (auto& c : conns_) {
+      for (int s = 0; s < 2; ++s) {
+        if ((posted == 0 && s == 0 && c == conns_.front()) ||
+            (c->sides[s].posted > 0 && !c->sides[s].last_signaled)) {
+          post_closer(*c, s);
+          ++posted;
+        }
       }
     }
     if (defer_recvs_) {
       w_.run_until([] { return false; }, Nanos(30'000));
-      for (Side& s : sides_) {
-        for (size_t i = 0; i < s.deferred_ids.size(); ++i)
-          post_recv_now(s, s.deferred_ids[i], s.deferred_sges[i]);
-        s.deferred_ids.clear();
-        s.deferred_sges.clear();
+      for (auto& c : conns_) {
+        for (Side& s : c->sides) {
+          for (size_t i = 0; i < s.deferred_ids.size(); ++i)
+            post_recv_now(s, s.deferred_ids[i], s.deferred_sges[i]);
+          s.deferred_ids.clear();
+          s.deferred_sges.clear();
+        }
       }
     }
-    std::array<std::vector<Wc>, 2> got_s, got_r;
+    std::vector<std::array<std::vector<Wc>, 2>> got_s(conns_.size()), got_r(conns_.size());
     const bool ok = w_.run_until(
         [&] {
           std::array<Wc, 64> buf;
           bool all = true;
-          for (int s = 0; s < 2; ++s) {
-            int k = 0;
-            while ((k = h_.engine(s).poll_cq(sides_[s].ep->send_cq, buf)) > 0) {
-              got_s[s].insert(got_s[s].end(), buf.begin(), buf.begin() + k);
+          for (size_t ci = 0; ci < conns_.size(); ++ci) {
+            const Conn& c = *conns_[ci];
+            for (int s = 0; s < 2; ++s) {
+              int k = 0;
+              while ((k = h_.engine(s).poll_cq(c.sides[s].ep->send_cq, buf)) > 0) {
+                got_s[ci][s].insert(got_s[ci][s].end(), buf.begin(), buf.begin() + k);
+              }
+              while ((k = h_.engine(s).poll_cq(c.sides[s].ep->recv_cq, buf)) > 0) {
+                got_r[ci][s].insert(got_r[ci][s].end(), buf.begin(), buf.begin() + k);
+              }
+              all = all && got_s[ci][s].size() >= c.sides[s].exp_send.size() &&
+                    got_r[ci][s].size() >= c.sides[s].exp_recv.size();
             }
-            while ((k = h_.engine(s).poll_cq(sides_[s].ep->recv_cq, buf)) > 0) {
-              got_r[s].insert(got_r[s].end(), buf.begin(), buf.begin() + k);
-            }
-            all = all && got_s[s].size() >= sides_[s].exp_send.size() &&
-                  got_r[s].size() >= sides_[s].exp_recv.size();
           }
           return all;
         },
         Nanos(20'000'000'000));
     EXPECT_TRUE(ok) << "batch did not complete within 20 s of virtual time";
-    for (int s = 0; s < 2; ++s) {
-      const Side& sd = sides_[s];
-      const std::string who = s == 0 ? "A " : "B ";
-      EXPECT_EQ(got_s[s].size(), sd.exp_send.size()) << who << "send completions";
-      EXPECT_EQ(got_r[s].size(), sd.exp_recv.size()) << who << "receive completions";
-      for (size_t i = 0; i < std::min(got_s[s].size(), sd.exp_send.size()); ++i) {
-        check_wc(got_s[s][i], sd.exp_send[i], sd.ep->qpn, (who + "send").c_str(), i);
-      }
-      for (size_t i = 0; i < std::min(got_r[s].size(), sd.exp_recv.size()); ++i) {
-        check_wc(got_r[s][i], sd.exp_recv[i], sd.ep->qpn, (who + "receive").c_str(), i);
-      }
-      for (const Dirty& d : sd.dirty) {
-        const std::vector<uint8_t>& real = sd.ep->buf;
-        if (std::memcmp(real.data() + d.off, sd.shadow.data() + d.off, d.len) != 0) {
-          size_t i = 0;
-          while (real[d.off + i] == sd.shadow[d.off + i]) ++i;
-          ADD_FAILURE() << who << "memory differs at offset " << d.off + i << " (range " << d.off
-                        << "+" << d.len << "): got " << int(real[d.off + i]) << " want "
-                        << int(sd.shadow[d.off + i]);
+    for (size_t ci = 0; ci < conns_.size(); ++ci) {
+      for (int s = 0; s < 2; ++s) {
+        const Side& sd = conns_[ci]->sides[s];
+        const std::string who = "QP pair " + std::to_string(ci) + (s == 0 ? " A " : " B ");
+        EXPECT_EQ(got_s[ci][s].size(), sd.exp_send.size()) << who << "send completions";
+        EXPECT_EQ(got_r[ci][s].size(), sd.exp_recv.size()) << who << "receive completions";
+        for (size_t i = 0; i < std::min(got_s[ci][s].size(), sd.exp_send.size()); ++i) {
+          check_wc(got_s[ci][s][i], sd.exp_send[i], sd.ep->qpn, (who + "send").c_str(), i);
+        }
+        for (size_t i = 0; i < std::min(got_r[ci][s].size(), sd.exp_recv.size()); ++i) {
+          check_wc(got_r[ci][s][i], sd.exp_recv[i], sd.ep->qpn, (who + "receive").c_str(), i);
+        }
+        for (const Dirty& d : sd.dirty) {
+          const std::vector<uint8_t>& real = sd.ep->buf;
+          if (std::memcmp(real.data() + d.off, sd.shadow.data() + d.off, d.len) != 0) {
+            size_t i = 0;
+            while (real[d.off + i] == sd.shadow[d.off + i]) ++i;
+            ADD_FAILURE() << who << "memory differs at offset " << d.off + i << " (range " << d.off
+                          << "+" << d.len << "): got " << int(real[d.off + i]) << " want "
+                          << int(sd.shadow[d.off + i]);
+          }
         }
       }
     }
-    for (int s = 0; s < 2; ++s) {
-      for (uint32_t lkey : sides_[s].inv_mrs) EXPECT_TRUE(h_.engine(s).dereg_mr(lkey).is_ok());
-      sides_[s].inv_mrs.clear();
-      sides_[s].inv_bufs.clear();
+    for (auto& c : conns_) {
+      for (int s = 0; s < 2; ++s) {
+        for (uint32_t lkey : c->sides[s].inv_mrs) EXPECT_TRUE(h_.engine(s).dereg_mr(lkey).is_ok());
+        c->sides[s].inv_mrs.clear();
+        c->sides[s].inv_bufs.clear();
+      }
     }
     return posted;
   }
 
   void compare_all() {
-    for (int s = 0; s < 2; ++s) {
-      if (sides_[s].ep->buf != sides_[s].shadow) {
-        size_t i = 0;
-        while (sides_[s].ep->buf[i] == sides_[s].shadow[i]) ++i;
-        ADD_FAILURE() << "seed " << seed_ << ": side " << s << " memory differs at offset " << i
-                      << " outside the ranges operations touched";
+    for (size_t ci = 0; ci < conns_.size(); ++ci) {
+      for (int s = 0; s < 2; ++s) {
+        const Side& sd = conns_[ci]->sides[s];
+        if (sd.ep->buf != sd.shadow) {
+          size_t i = 0;
+          while (sd.ep->buf[i] == sd.shadow[i]) ++i;
+          ADD_FAILURE() << "seed " << seed_ << ": QP pair " << ci << " side " << s
+                        << " memory differs at offset " << i
+                        << " outside the ranges operations touched";
+        }
       }
     }
   }
@@ -437,9 +475,9 @@ class RcRun {
     return true;
   }
 
-  void post_closer(int from) {
-    Side& s = sides_[from];
-    const Side& t = sides_[1 - from];
+  void post_closer(Conn& c, int from) {
+    Side& s = c.sides[from];
+    const Side& t = c.sides[1 - from];
     SendWr wr;
     wr.wr_id = next_wr_id_++;
     wr.opcode = WrOpcode::kRdmaWrite;
@@ -454,7 +492,7 @@ class RcRun {
 
   // Generates, models and posts one operation of side `from` against the other side.
   // False when the batch's areas are full.
-  bool post_one(int from) {
+  bool post_one(Conn& c, int from) {
     static constexpr WrOpcode kOps[] = {WrOpcode::kSend,
                                         WrOpcode::kSendWithImm,
                                         WrOpcode::kSendWithInv,
@@ -463,8 +501,12 @@ class RcRun {
                                         WrOpcode::kRdmaRead,
                                         WrOpcode::kAtomicCmpAndSwp,
                                         WrOpcode::kAtomicFetchAndAdd};
-    Side& s = sides_[from];
-    Side& t = sides_[1 - from];
+    Side& s = c.sides[from];
+    Side& t = c.sides[1 - from];
+    const uint32_t mtu = c.mtu;
+    // Up to 256 KiB, but at most 256 packets, so that small-MTU seeds stay within the
+    // test's time budget (go-back-N resends whole windows under 5% loss).
+    const uint32_t max_msg = std::min<uint32_t>(kMaxMsg, 256 * mtu);
     const WrOpcode op = kOps[r_.below(8)];
     const uint64_t wr_id = next_wr_id_++;
     SendWr wr;
@@ -499,7 +541,7 @@ class RcRun {
       send_wc.byte_len = 8;
     } else if (op == WrOpcode::kRdmaRead) {
       const bool from_atomics = r_.chance(0.1);
-      const uint32_t len = from_atomics ? r_.below(kAtomicLen + 1) : pick_size(r_, mtu_, kMaxMsg);
+      const uint32_t len = from_atomics ? r_.below(kAtomicLen + 1) : pick_size(r_, mtu, max_msg);
       size_t dst = 0;
       if (!take_dst(s, len, &dst)) return false;
       const size_t src = from_atomics ? kRcAtomic + r_.below(kAtomicLen - len + 1)
@@ -513,7 +555,7 @@ class RcRun {
       send_wc.byte_len = len;
     } else {
       const bool write = op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm;
-      const uint32_t len = pick_size(r_, mtu_, kMaxMsg);
+      const uint32_t len = pick_size(r_, mtu, max_msg);
       const size_t src = kRcSrc + r_.below(1 * kMiB - len + 1);
       if (len <= 128 && r_.chance(0.5)) wr.send_flags |= kSendInline;
       sges = split_sges(*s.ep, src, len, r_, 4);
@@ -566,20 +608,36 @@ class RcRun {
 
   uint64_t seed_;
   int ops_;
+  int qp_pairs_;
   Rng r_;
   EngineHarness h_;  // setup (connect) only; the FastWire moves the packets
   script::FastWire w_;
-  QpPair p_;
-  std::array<Side, 2> sides_;
-  uint32_t mtu_ = 1024;
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::string mtus_;
   bool use_srq_ = false;
   bool defer_recvs_ = false;
   uint64_t next_wr_id_ = 1;
   uint64_t next_recv_id_ = 1;
 };
 
+// Several QP pairs between the same two engines at once: dispatch by QPN, per-QP timers and
+// the round-robin TX list under the same faults.
+TEST(RandomOps, RcManyQpPairsAtOnce) {
+  const std::vector<uint64_t> s = seeds({66, 77});
+  const int per_seed = std::max(1, total_ops() / 10 / static_cast<int>(s.size()));
+  for (uint64_t seed : s) {
+    RcRun run(seed, per_seed, 4);
+    run.run();
+    if (HasFailure()) {
+      ADD_FAILURE() << "failing seed " << seed << ": replay with UROCE_RANDOM_SEED=" << seed;
+      return;
+    }
+  }
+}
+
 TEST(RandomOps, RcMixedOperationsBothWaysUnderLossReorderAndDuplication) {
-  const std::vector<uint64_t> s = seeds({11, 22, 33, 44, 55});
+  // Seeds chosen so the path MTUs are 256, 512, 1024, 2048 and 4096, with and without SRQ.
+  const std::vector<uint64_t> s = seeds({2, 28, 1, 4, 18});
   const int per_seed = std::max(1, total_ops() / static_cast<int>(s.size()));
   for (uint64_t seed : s) {
     RcRun run(seed, per_seed);
