@@ -1167,5 +1167,99 @@ TEST(PacketScript, MalformedAndMisaddressedPacketsAreDroppedAndCounted) {
       {{Counter::kDropBadQpType, 1}, {Counter::kDropBadAddress, 1}, {Counter::kRdmaRecvs, 1}});
 }
 
+// ---------------------------------------------------------------------------------------
+// Requester flow limits: max_rd_atomic (IBA 9.5, rounded up to a power of two like rxe) and
+// the Fence indicator (IBA 10.8.3.3: wait until every earlier READ and atomic completed).
+
+TEST(PacketScript, MaxRdAtomicBoundsOutstandingReadsAndAtomics) {
+  ScriptOptions o;
+  o.sq_psn = 0x10;
+  o.max_rd_atomic = 2;
+  ScriptQp s(o);
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(
+        s.post_send_one(i + 1, WrOpcode::kRdmaRead, 1024 * i, 16, 0xD000 + 16 * i, 7).is_ok());
+  }
+  ASSERT_TRUE(s.post_send_one(4, WrOpcode::kSend, 4096, 8).is_ok());
+  // expect READ 0x10 and READ 0x11 only: the third READ waits, and the SEND behind it too
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].psn(), 0x10u);
+  EXPECT_EQ(t[1].psn(), 0x11u);
+  // receive READ Response Only 0x10 / expect the third READ 0x12 and then the SEND 0x13
+  s.receive(s.response(Op::kReadResponseOnly, 0x10, wire::Aeth::ack(), 1), pattern(16, 1));
+  t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kReadRequest));
+  EXPECT_EQ(t[0].psn(), 0x12u);
+  EXPECT_EQ(t[0].hdr.reth.va, 0xD020u);
+  EXPECT_EQ(t[1].opcode(), rc(Op::kSendOnly));
+  EXPECT_EQ(t[1].psn(), 0x13u);
+}
+
+TEST(PacketScript, FencedWrWaitsForEarlierReadsToComplete) {
+  ScriptOptions o;
+  o.sq_psn = 0x40;
+  ScriptQp s(o);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kRdmaRead, 0, 64, 0xE000, 9).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 1024, 8).is_ok());  // not fenced: goes out
+  transport::SendWr w;
+  const transport::Sge g = s.sge(2048, 32);
+  w.wr_id = 3;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = transport::kSendSignaled | transport::kSendFence;
+  w.sg_list = std::span<const transport::Sge>(&g, 1);
+  w.rdma = {0xE000, 9};
+  ASSERT_TRUE(s.post_send(w).is_ok());
+  // expect READ 0x40 and SEND 0x41; the fenced WRITE waits for the READ
+  std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kReadRequest));
+  EXPECT_EQ(t[1].opcode(), rc(Op::kSendOnly));
+  // receive READ Response Only 0x40 / expect the WRITE 0x42 now
+  s.receive(s.response(Op::kReadResponseOnly, 0x40, wire::Aeth::ack(), 1), pattern(64, 3));
+  t = s.transmit();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kWriteOnly));
+  EXPECT_EQ(t[0].psn(), 0x42u);
+  s.receive(s.ack(0x42, 3));
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  expect_send_wc(wcs[0], 1, WcStatus::kSuccess, WcOpcode::kRdmaRead);
+  expect_send_wc(wcs[1], 2, WcStatus::kSuccess);
+  expect_send_wc(wcs[2], 3, WcStatus::kSuccess, WcOpcode::kRdmaWrite);
+}
+
+// SE (IBA 9.2.1): only on the last packet of a solicited SEND / WRITE with immediate.
+TEST(PacketScript, SolicitedEventBitOnlyOnTheLastPacket) {
+  ScriptOptions o;
+  o.sq_psn = 0x80;
+  o.mtu = Mtu::k256;
+  ScriptQp s(o);
+  transport::SendWr w;
+  const transport::Sge g = s.sge(0, 600);
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kSendWithImm;
+  w.imm_data = 0x01020304;
+  w.send_flags = transport::kSendSignaled | transport::kSendSolicited;
+  w.sg_list = std::span<const transport::Sge>(&g, 1);
+  ASSERT_TRUE(s.post_send(w).is_ok());
+  w.wr_id = 2;
+  w.opcode = WrOpcode::kRdmaWrite;  // SE has no meaning for a WRITE without immediate
+  w.rdma = {0xF000, 3};
+  ASSERT_TRUE(s.post_send(w).is_ok());
+  const std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].opcode(), rc(Op::kSendFirst));
+  EXPECT_FALSE(t[0].hdr.bth.se);
+  EXPECT_FALSE(t[1].hdr.bth.se);
+  EXPECT_EQ(t[2].opcode(), rc(Op::kSendLastImm));
+  EXPECT_TRUE(t[2].hdr.bth.se);
+  EXPECT_EQ(t[2].hdr.immdt, 0x01020304u);
+  EXPECT_EQ(t[2].payload.size(), 88u);
+  for (size_t i = 3; i < 6; ++i) EXPECT_FALSE(t[i].hdr.bth.se) << "WRITE packet " << i;
+  EXPECT_EQ(t[3].hdr.reth, (wire::Reth{0xF000, 3, 600}));
+}
+
 }  // namespace
 }  // namespace uroce::script
