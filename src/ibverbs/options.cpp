@@ -61,6 +61,14 @@ bool options_from_env(net::UdpDeviceOptions& options, std::string& error) {
     }
     options.active_mtu = static_cast<uint32_t>(v);
   }
+  if (const char* spin = std::getenv("UROCE_SPIN_US"); spin != nullptr && *spin != '\0') {
+    unsigned long v = 0;
+    if (!parse_uint(spin, 1000000, v)) {
+      error = std::string("UROCE_SPIN_US=") + spin + " is not a number of microseconds";
+      return false;
+    }
+    options.progress.spin = std::chrono::microseconds(v);
+  }
   return true;
 }
 

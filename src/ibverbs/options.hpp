@@ -6,6 +6,8 @@
 //                      that is up with an address, lo first)
 //   UROCE_DEVICE_ADDR  comma-separated local addresses to bind (default: every GID address)
 //   UROCE_MTU          active MTU in bytes: 256 .. 4096 (default: netdev MTU - 80, as rxe)
+//   UROCE_SPIN_US      how long the progress thread busy-polls after its last work before
+//                      sleeping (default: the device's, 30 us)
 //   UROCE_PEER         the peer address for address vectors without a GRH (programs written
 //                      for InfiniBand LIDs, like qperf); unset: such AVs fail with EINVAL
 //   UROCE_QUIET        set to 1: no "uroce: ..." line on stderr when opening fails
