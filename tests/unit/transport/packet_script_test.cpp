@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 
 #include "script_harness.hpp"
 
@@ -1259,6 +1260,78 @@ TEST(PacketScript, SolicitedEventBitOnlyOnTheLastPacket) {
   EXPECT_EQ(t[2].payload.size(), 88u);
   for (size_t i = 3; i < 6; ++i) EXPECT_FALSE(t[i].hdr.bth.se) << "WRITE packet " << i;
   EXPECT_EQ(t[3].hdr.reth, (wire::Reth{0xF000, 3, 600}));
+}
+
+// ---------------------------------------------------------------------------------------
+// A hostile peer: thousands of well-formed (valid ICRC) but arbitrary requests and responses
+// with PSNs around the expected ones, R_Keys valid or not, addresses and lengths around and
+// far beyond a guarded MR. The engine must stay memory-safe (run under ASan), never touch a
+// byte outside a registered MR, and only transmit packets that parse and carry a valid ICRC.
+TEST(PacketScript, HostilePeerNeverMakesTheEngineTouchMemoryOutsideAnMr) {
+  std::mt19937_64 rng(0xBADC0FFEE);
+  auto below = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
+  static constexpr Op kOps[] = {
+      Op::kSendFirst,        Op::kSendMiddle,        Op::kSendLast,           Op::kSendLastImm,
+      Op::kSendOnly,         Op::kSendOnlyImm,       Op::kWriteFirst,         Op::kWriteMiddle,
+      Op::kWriteLast,        Op::kWriteLastImm,      Op::kWriteOnly,          Op::kWriteOnlyImm,
+      Op::kReadRequest,      Op::kReadResponseFirst, Op::kReadResponseMiddle, Op::kReadResponseLast,
+      Op::kReadResponseOnly, Op::kAcknowledge,       Op::kAtomicAcknowledge,  Op::kCompareSwap,
+      Op::kFetchAdd,         Op::kSendLastInv,       Op::kSendOnlyInv};
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    ScriptOptions o;
+    o.mtu = static_cast<Mtu>(1 + below(5));
+    o.sq_psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+    o.rq_psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+    o.timeout = 1;
+    ScriptQp s(o);
+    // The guarded MR: 4 KiB with 4 KiB of canary on each side.
+    std::vector<uint8_t> guarded(3 * 4096, 0xC5);
+    const uint32_t all = transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
+                         transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
+    const transport::MrInfo mr2 =
+        s.engine().reg_mr(s.pd(), guarded.data() + 4096, 4096, all).value();
+    // Local work the responses can land in: READs and atomics into the fixture's own MR.
+    for (uint64_t i = 0; i < 8; ++i) {
+      (void)s.post_send_one(i, i % 2 ? WrOpcode::kRdmaRead : WrOpcode::kSend, 4096 * i,
+                            1 + below(5000));
+      s.post_recv(100 + i, 8192 * i, static_cast<uint32_t>(below(9000)));
+    }
+    (void)s.transmit();
+    for (int k = 0; k < 300; ++k) {
+      const Op op = kOps[below(std::size(kOps))];
+      const bool response = op >= Op::kReadResponseFirst && op <= Op::kAtomicAcknowledge;
+      const uint32_t base = response ? o.sq_psn : o.rq_psn;
+      wire::Headers h =
+          s.request(op, (base + static_cast<uint32_t>(below(40)) - 8) & 0xFFFFFF, below(2) == 0);
+      const int64_t off = static_cast<int64_t>(below(4096 + 256)) - 128;
+      h.reth.va = below(8) == 0 ? rng() : mr2.addr + static_cast<uint64_t>(off);
+      h.reth.rkey = below(5) == 0 ? static_cast<uint32_t>(rng()) : mr2.rkey;
+      h.reth.dma_len =
+          below(8) == 0 ? static_cast<uint32_t>(rng()) : static_cast<uint32_t>(below(6000));
+      h.atomic_eth = {h.reth.va & (below(4) == 0 ? ~0ull : ~7ull), h.reth.rkey, rng(), rng()};
+      h.aeth = {static_cast<uint8_t>(rng()), static_cast<uint32_t>(rng()) & 0xFFFFFF};
+      h.ieth_rkey = below(2) == 0 ? mr2.rkey : static_cast<uint32_t>(rng());
+      h.immdt = static_cast<uint32_t>(rng());
+      const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+      size_t len = 0;
+      if ((info.flags & wire::kPayload) != 0) len = below(3) == 0 ? s.mtu() : below(s.mtu() + 1);
+      std::vector<uint8_t> payload(len);
+      for (auto& b : payload) b = static_cast<uint8_t>(rng());
+      s.receive(h, payload);
+      if (below(4) == 0) (void)s.transmit();
+      if (below(16) == 0) s.advance_to(s.now() + Nanos(below(200'000)));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    (void)s.transmit();
+    EXPECT_TRUE(std::all_of(guarded.begin(), guarded.begin() + 4096, [](uint8_t b) {
+      return b == 0xC5;
+    })) << "bytes before the MR changed";
+    EXPECT_TRUE(std::all_of(guarded.begin() + 8192, guarded.end(), [](uint8_t b) {
+      return b == 0xC5;
+    })) << "bytes after the MR changed";
+    ASSERT_TRUE(s.engine().dereg_mr(mr2.lkey).is_ok());
+  }
 }
 
 }  // namespace
