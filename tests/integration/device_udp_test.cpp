@@ -236,6 +236,21 @@ TEST_F(UdpPairTest, GidWithoutABoundAddressIsRefused) {
   EXPECT_NE(std::string(st.message()).find("bind"), std::string::npos);
 }
 
+TEST(DeviceListTest, ListsLoWithItsIpv4GidAtIndexOne) {
+  const auto devices = Device::list();
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].name, "uroce0");
+  const PortInfo* lo = nullptr;
+  for (const PortInfo& p : devices[0].ports) {
+    if (p.netdev == "lo") lo = &p;
+  }
+  ASSERT_NE(lo, nullptr);
+  ASSERT_GE(lo->gids.size(), 2u);
+  const Gid v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1};
+  EXPECT_EQ(lo->gids[1], v4);
+  EXPECT_EQ(lo->active_mtu, Mtu::k4096);
+}
+
 class OpenErrorTest : public ::testing::Test {
  protected:
   TempDir registry_;

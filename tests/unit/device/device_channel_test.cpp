@@ -102,3 +102,51 @@ TEST_F(DevicePairTest, BlockingGetEventWakesOnCompletion) {
 
 }  // namespace
 }  // namespace uroce::test
+
+namespace uroce::test {
+namespace {
+
+TEST_F(DevicePairTest, SrqLimitRaisesAnAsyncEventOnTheAsyncFd) {
+  auto srq = b_.pd.create_srq(SrqInitAttr{16, 1, 0});
+  ASSERT_TRUE(srq.is_ok());
+  QpInitAttr init;
+  init.qp_type = QpType::kRc;
+  init.send_cq = b_.cq.id();
+  init.recv_cq = b_.cq.id();
+  init.srq = srq->id();
+  init.cap = QpCap{4, 0, 1, 0, 0};
+  auto qb = b_.pd.create_qp(init);
+  ASSERT_TRUE(qb.is_ok());
+  QueuePair qa = a_.make_qp(QpType::kRc);
+  connect(qa, qb.value());
+  for (uint64_t i = 0; i < 3; ++i) {
+    const Sge r = b_.mr.sge(i * 64, 64);
+    ASSERT_TRUE(srq.value().post_recv(RecvWr{i, std::span<const Sge>(&r, 1)}));
+  }
+  // Arm the limit at 3: the first receive that leaves 2 WQEs fires it (IBA 10.2.9.2).
+  ASSERT_TRUE(srq.value().modify(SrqAttr{0, 0, 3}, kSrqLimit));
+  pollfd p{b_.dev.async_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+
+  const Sge s = a_.mr.sge(0, 8);
+  SendWr wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&s, 1);
+  ASSERT_TRUE(qa.post_send(wr));
+  ASSERT_EQ(wait_wc(a_.cq).status, WcStatus::kSuccess);
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  auto ev = b_.dev.get_async_event(Nanos::zero());
+  ASSERT_TRUE(ev.is_ok());
+  EXPECT_EQ(ev->type, EventType::kSrqLimitReached);
+  EXPECT_EQ(ev->element, static_cast<uint32_t>(srq->id()));
+  EXPECT_EQ(b_.dev.get_async_event(Nanos::zero()).status().code(), EAGAIN);
+  SrqAttr attr;
+  ASSERT_TRUE(srq.value().query(attr));
+  EXPECT_EQ(attr.srq_limit, 0u);  // disarmed after firing
+  EXPECT_EQ(wait_wc(b_.cq).wr_id, 0u);
+  ASSERT_TRUE(qb.value().destroy());
+}
+
+}  // namespace
+}  // namespace uroce::test
