@@ -1262,6 +1262,43 @@ TEST(PacketScript, SolicitedEventBitOnlyOnTheLastPacket) {
   EXPECT_EQ(t[3].hdr.reth, (wire::Reth{0xF000, 3, 600}));
 }
 
+// A driver that cannot see the IPv4 ID (a UDP socket) leaves ip_id_known false: the ICRC is
+// then checked modulo the ID/DF bits (wire::verify_icrc_udp). A peer's nonzero ID passes and
+// is counted as such; a corrupted payload is still caught.
+TEST(PacketScript, IcrcIsCheckedModuloTheUnknownIpv4Id) {
+  ScriptOptions o;
+  o.rq_psn = 0x10;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 64);
+  s.post_recv(2, 64, 64);
+  const std::vector<uint8_t> payload = {5, 6, 7, 8};
+  auto deliver = [&](uint32_t psn, bool corrupt) {
+    const wire::Headers h = s.request(Op::kSendOnly, psn);
+    std::vector<uint8_t> bytes(wire::packet_size(h.bth.opcode, payload.size()));
+    EXPECT_EQ(wire::build_packet(h, payload, bytes), bytes.size());
+    transport::PacketMeta sent;
+    sent.ip.src = v4_gid(10, 0, 0, 2);
+    sent.ip.dst = v4_gid(10, 0, 0, 1);
+    sent.ip.ipv4_id = 0x1234;  // what the peer's kernel wrote (rxe: a per-destination counter)
+    wire::write_icrc(sent.ip, bytes);
+    if (corrupt) bytes[13] ^= 0x40;     // a payload bit
+    transport::PacketMeta seen = sent;  // a UDP socket sees addresses and ports, not the ID
+    seen.ip.ipv4_id = 0;
+    seen.ip_id_known = false;
+    s.engine().on_packet(s.now(), seen, bytes);
+  };
+  deliver(0x10, true);
+  EXPECT_TRUE(s.transmit().empty());
+  deliver(0x10, false);
+  expect_ack(one(s.transmit()), 0x10, 1);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  expect_recv_wc(wcs[0], 1, 4, s.qpn());
+  EXPECT_EQ(s.engine().counters()[Counter::kIcrcErrors], 1u);
+  EXPECT_EQ(s.engine().counters()[Counter::kIcrcOkModuloIpId], 1u);
+  EXPECT_EQ(s.engine().counters()[Counter::kRcvdPkts], 1u);
+}
+
 // ---------------------------------------------------------------------------------------
 // A hostile peer: thousands of well-formed (valid ICRC) but arbitrary requests and responses
 // with PSNs around the expected ones, R_Keys valid or not, addresses and lengths around and

@@ -278,6 +278,17 @@ class RcRun {
         static_cast<unsigned long long>(seed_), ops_,
         static_cast<unsigned long long>(w_.packets_sent()),
         std::chrono::duration<double>(w_.now()).count());
+    // No malformed or misaddressed traffic here: every device counter is the sum of the
+    // per-QP ones (nothing counted twice or only on one of the two levels).
+    for (int s = 0; s < 2; ++s) {
+      const Counters& dev = h_.engine(s).counters();
+      for (size_t i = 0; i < transport::kCounterCount; ++i) {
+        const auto id = static_cast<Counter>(i);
+        uint64_t sum = 0;
+        for (const auto& c : conns_) sum += (*h_.engine(s).qp_counters(c->sides[s].ep->qpn))[id];
+        EXPECT_EQ(dev[id], sum) << "engine " << s << " counter " << transport::counter_name(id);
+      }
+    }
     compare_all();
   }
 
