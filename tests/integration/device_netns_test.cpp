@@ -163,3 +163,33 @@ TEST_F(NetnsTest, RcAndUdAcrossAVethPair) {
 
 }  // namespace
 }  // namespace uroce::itest
+
+namespace uroce::itest {
+namespace {
+
+TEST_F(NetnsTest, NetdevMtuTooSmallForRoceIsRefusedWithTheFix) {
+  // We are inside namespace A: `ip` acts on its links.
+  ASSERT_EQ(run("ip link set " + veth_a_ + " mtu 300"), 0);
+  OpenOptions o;
+  o.netdevs = {veth_a_};
+  o.bind = {addr_a_};
+  o.udp_port = pick_udp_port();
+  o.registry_dir = registry_.path();
+  auto opened = Device::open(o);
+  ASSERT_FALSE(opened.is_ok());
+  EXPECT_EQ(opened.error().code, EINVAL);
+  const std::string& m = opened.error().message;
+  EXPECT_NE(m.find("MTU 300"), std::string::npos) << m;
+  EXPECT_NE(m.find("ip link set " + veth_a_ + " mtu"), std::string::npos) << m;
+
+  ASSERT_EQ(run("ip link set " + veth_a_ + " mtu 9000"), 0);
+  auto ok = Device::open(o);
+  ASSERT_TRUE(ok.is_ok()) << ok.error().message;
+  PortAttr pa;
+  ASSERT_TRUE(ok.value().query_port(1, pa));
+  EXPECT_EQ(pa.active_mtu, Mtu::k4096);  // 9000 - 80 -> 4096
+  EXPECT_EQ(pa.netdev_mtu, 9000u);
+}
+
+}  // namespace
+}  // namespace uroce::itest
