@@ -1,0 +1,252 @@
+// libibverbs.so.1 drop-in, called in-process: the library is dlopen()ed from build/lib (its
+// internals are all local, so it cannot clash with this binary's static uroce libraries) and
+// driven through verbs.h, the inline verbs included. Checks the context layout the inline
+// verbs rely on, exact errno values for what uroce does not support, and that the pure
+// helpers print exactly what Debian's rdma-core libibverbs prints (loaded side by side
+// with dlmopen into its own namespace).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <cstring>
+#include <string>
+
+#include "ibverbs_test_util.hpp"
+
+namespace uroce::ibtest {
+namespace {
+
+constexpr const char* kDebianLib = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+
+template <typename F>
+F sym(void* lib, const char* name) {
+  return reinterpret_cast<F>(dlsym(lib, name));
+}
+
+class IbverbsAbi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("UROCE_PORT", std::to_string(free_port(SOCK_DGRAM)).c_str(), 1);
+    setenv("UROCE_NETDEVS", "lo", 1);
+    setenv("UROCE_QUIET", "1", 1);
+    lib_ = dlopen((lib_dir() + "/libibverbs.so.1").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    ASSERT_NE(lib_, nullptr) << dlerror();
+    auto get_list = sym<decltype(&ibv_get_device_list)>(lib_, "ibv_get_device_list");
+    free_list_ = sym<decltype(&ibv_free_device_list)>(lib_, "ibv_free_device_list");
+    auto open = sym<decltype(&ibv_open_device)>(lib_, "ibv_open_device");
+    close_ = sym<decltype(&ibv_close_device)>(lib_, "ibv_close_device");
+    alloc_pd_ = sym<decltype(&ibv_alloc_pd)>(lib_, "ibv_alloc_pd");
+    dealloc_pd_ = sym<decltype(&ibv_dealloc_pd)>(lib_, "ibv_dealloc_pd");
+    create_cq_ = sym<decltype(&ibv_create_cq)>(lib_, "ibv_create_cq");
+    destroy_cq_ = sym<decltype(&ibv_destroy_cq)>(lib_, "ibv_destroy_cq");
+    int n = 0;
+    list_ = get_list(&n);
+    ASSERT_EQ(n, 1);
+    ASSERT_STREQ(list_[0]->name, "uroce0");
+    ctx_ = open(list_[0]);
+    ASSERT_NE(ctx_, nullptr) << strerror(errno);
+    pd_ = alloc_pd_(ctx_);
+    ASSERT_NE(pd_, nullptr);
+    cq_ = create_cq_(ctx_, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq_, nullptr);
+  }
+  void TearDown() override {
+    if (cq_ != nullptr) {
+      EXPECT_EQ(destroy_cq_(cq_), 0);
+    }
+    if (pd_ != nullptr) {
+      EXPECT_EQ(dealloc_pd_(pd_), 0);
+    }
+    if (ctx_ != nullptr) {
+      EXPECT_EQ(close_(ctx_), 0);
+    }
+    if (list_ != nullptr) free_list_(list_);
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+
+  void* lib_ = nullptr;
+  ibv_device** list_ = nullptr;
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  decltype(&ibv_free_device_list) free_list_ = nullptr;
+  decltype(&ibv_close_device) close_ = nullptr;
+  decltype(&ibv_alloc_pd) alloc_pd_ = nullptr;
+  decltype(&ibv_dealloc_pd) dealloc_pd_ = nullptr;
+  decltype(&ibv_create_cq) create_cq_ = nullptr;
+  decltype(&ibv_destroy_cq) destroy_cq_ = nullptr;
+};
+
+TEST_F(IbverbsAbi, ContextIsAnExtendedVerbsContext) {
+  verbs_context* v = verbs_get_ctx(ctx_);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->sz, sizeof(verbs_context));
+  EXPECT_NE(verbs_get_ctx_op(ctx_, query_port), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx_, query_device_ex), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx_, create_cq_ex), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx_, open_xrcd), nullptr);
+  EXPECT_GE(ctx_->async_fd, 0);
+  EXPECT_EQ(ctx_->num_comp_vectors, 1);
+
+  ibv_port_attr port{};
+  ASSERT_EQ(v->query_port(ctx_, 1, &port, sizeof port), 0);
+  EXPECT_EQ(port.state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(port.link_layer, IBV_LINK_LAYER_ETHERNET);
+  EXPECT_EQ(port.active_mtu, IBV_MTU_4096);  // lo: MTU 65536
+  EXPECT_EQ(port.gid_tbl_len, 2);
+  EXPECT_EQ(v->query_port(ctx_, 2, &port, sizeof port), EINVAL);  // UROCE_NETDEVS=lo
+
+  ibv_device_attr_ex attr{};
+  ASSERT_EQ(v->query_device_ex(ctx_, nullptr, &attr, sizeof attr), 0);
+  EXPECT_EQ(attr.orig_attr.phys_port_cnt, 1);
+  EXPECT_EQ(attr.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
+  EXPECT_EQ(attr.orig_attr.vendor_id, 0xFFFFFFu);
+  EXPECT_EQ(attr.phys_port_cnt_ex, 1u);
+
+  ibv_gid_entry e{};
+  auto gid_ex = sym<decltype(&_ibv_query_gid_ex)>(lib_, "_ibv_query_gid_ex");
+  ASSERT_EQ(gid_ex(ctx_, 1, 1, &e, 0, sizeof e), 0);
+  EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(e.gid.raw[10], 0xFF);
+  EXPECT_EQ(e.gid.raw[12], 127);
+  EXPECT_EQ(e.gid.raw[15], 1);
+  EXPECT_EQ(gid_ex(ctx_, 1, 7, &e, 0, sizeof e), EINVAL);
+  ibv_gid_entry table[8];
+  auto gid_table = sym<decltype(&_ibv_query_gid_table)>(lib_, "_ibv_query_gid_table");
+  EXPECT_EQ(gid_table(ctx_, table, 8, 0, sizeof table[0]), 2);
+  EXPECT_EQ(gid_table(ctx_, table, 1, 0, sizeof table[0]), -EINVAL);
+}
+
+TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
+  // Inline verbs whose op is absent: rdma-core's own answer for any such provider.
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_mw(pd_, IBV_MW_TYPE_1), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_xrcd_init_attr xattr{};
+  errno = 0;
+  EXPECT_EQ(ibv_open_xrcd(ctx_, &xattr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  // Exported verbs.
+  auto reg_mr = sym<decltype(&(ibv_reg_mr))>(lib_, "ibv_reg_mr");
+  static char buf[4096];
+  errno = 0;
+  EXPECT_EQ(reg_mr(pd_, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  auto reg_iova2 = sym<decltype(&ibv_reg_mr_iova2)>(lib_, "ibv_reg_mr_iova2");
+  errno = 0;
+  EXPECT_EQ(reg_iova2(pd_, buf, sizeof buf, 0x1000, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_mr* mr = reg_iova2(pd_, buf, sizeof buf, reinterpret_cast<uintptr_t>(buf),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+  ASSERT_NE(mr, nullptr);  // relaxed ordering is an optional hint
+  EXPECT_EQ(mr->addr, buf);
+  EXPECT_EQ(sym<decltype(&ibv_dereg_mr)>(lib_, "ibv_dereg_mr")(mr), 0);
+
+  auto resize = sym<decltype(&ibv_resize_cq)>(lib_, "ibv_resize_cq");
+  EXPECT_EQ(resize(cq_, 64), EOPNOTSUPP);
+
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 8;
+  cq_attr.wc_flags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) |
+                     static_cast<uint64_t>(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &cq_attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  auto create_qp = sym<decltype(&ibv_create_qp)>(lib_, "ibv_create_qp");
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq_;
+  qa.recv_cq = cq_;
+  qa.cap = {4, 4, 1, 1, 0};
+  qa.qp_type = IBV_QPT_RAW_PACKET;
+  errno = 0;
+  EXPECT_EQ(create_qp(pd_, &qa), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  qa.qp_type = IBV_QPT_RC;
+  ibv_qp* qp = create_qp(pd_, &qa);
+  ASSERT_NE(qp, nullptr);
+  EXPECT_GE(qa.cap.max_send_wr, 4u);  // written back: what was granted
+  auto attach = sym<decltype(&ibv_attach_mcast)>(lib_, "ibv_attach_mcast");
+  ibv_gid g{};
+  EXPECT_EQ(attach(qp, &g, 0), EOPNOTSUPP);
+  EXPECT_EQ(sym<decltype(&ibv_qp_to_qp_ex)>(lib_, "ibv_qp_to_qp_ex")(qp), nullptr);
+
+  // RoCE needs a GRH: an AV without one is refused as by the kernel (UROCE_PEER unset).
+  auto modify = sym<decltype(&ibv_modify_qp)>(lib_, "ibv_modify_qp");
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
+  EXPECT_EQ(qp->state, IBV_QPS_INIT);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = 0x11;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.is_global = 0;
+  const int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  EXPECT_EQ(modify(qp, &a, rtr_mask), EINVAL);
+  EXPECT_EQ(qp->state, IBV_QPS_INIT);
+  EXPECT_EQ(sym<decltype(&ibv_destroy_qp)>(lib_, "ibv_destroy_qp")(qp), 0);
+}
+
+TEST_F(IbverbsAbi, HelperStringsEqualRdmaCores) {
+  if (access(kDebianLib, R_OK) != 0) GTEST_SKIP() << "Debian's libibverbs1 not installed";
+  void* debian = dlmopen(LM_ID_NEWLM, kDebianLib, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(debian, nullptr) << dlerror();
+  for (int s = IBV_WC_SUCCESS; s <= IBV_WC_TM_RNDV_INCOMPLETE + 1; ++s) {
+    const auto st = static_cast<ibv_wc_status>(s);
+    EXPECT_STREQ(sym<decltype(&ibv_wc_status_str)>(lib_, "ibv_wc_status_str")(st),
+                 sym<decltype(&ibv_wc_status_str)>(debian, "ibv_wc_status_str")(st))
+        << s;
+  }
+  for (int e = IBV_EVENT_CQ_ERR; e <= IBV_EVENT_WQ_FATAL + 1; ++e) {
+    const auto ev = static_cast<ibv_event_type>(e);
+    EXPECT_STREQ(sym<decltype(&ibv_event_type_str)>(lib_, "ibv_event_type_str")(ev),
+                 sym<decltype(&ibv_event_type_str)>(debian, "ibv_event_type_str")(ev))
+        << e;
+  }
+  for (int p = IBV_PORT_NOP; p <= IBV_PORT_ACTIVE_DEFER + 1; ++p) {
+    const auto ps = static_cast<ibv_port_state>(p);
+    EXPECT_STREQ(sym<decltype(&ibv_port_state_str)>(lib_, "ibv_port_state_str")(ps),
+                 sym<decltype(&ibv_port_state_str)>(debian, "ibv_port_state_str")(ps))
+        << p;
+  }
+  for (int n = IBV_NODE_UNKNOWN; n <= IBV_NODE_UNSPECIFIED + 1; ++n) {
+    const auto nt = static_cast<ibv_node_type>(n);
+    EXPECT_STREQ(sym<decltype(&ibv_node_type_str)>(lib_, "ibv_node_type_str")(nt),
+                 sym<decltype(&ibv_node_type_str)>(debian, "ibv_node_type_str")(nt))
+        << n;
+  }
+  for (int r = IBV_RATE_MAX; r <= IBV_RATE_800_GBPS + 2; ++r) {
+    const auto rate = static_cast<ibv_rate>(r);
+    EXPECT_EQ(sym<decltype(&ibv_rate_to_mbps)>(lib_, "ibv_rate_to_mbps")(rate),
+              sym<decltype(&ibv_rate_to_mbps)>(debian, "ibv_rate_to_mbps")(rate))
+        << r;
+    EXPECT_EQ(sym<decltype(&ibv_rate_to_mult)>(lib_, "ibv_rate_to_mult")(rate),
+              sym<decltype(&ibv_rate_to_mult)>(debian, "ibv_rate_to_mult")(rate))
+        << r;
+  }
+  for (int m :
+       {0, 1, 2, 4, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 80, 120, 160, 240, 320, 480, 3}) {
+    EXPECT_EQ(sym<decltype(&mult_to_ibv_rate)>(lib_, "mult_to_ibv_rate")(m),
+              sym<decltype(&mult_to_ibv_rate)>(debian, "mult_to_ibv_rate")(m))
+        << m;
+  }
+  for (int mbps : {2500, 5000, 10000, 14062, 25781, 28125, 53125, 103125, 1275000, 100}) {
+    EXPECT_EQ(sym<decltype(&mbps_to_ibv_rate)>(lib_, "mbps_to_ibv_rate")(mbps),
+              sym<decltype(&mbps_to_ibv_rate)>(debian, "mbps_to_ibv_rate")(mbps))
+        << mbps;
+  }
+  dlclose(debian);
+}
+
+}  // namespace
+}  // namespace uroce::ibtest
