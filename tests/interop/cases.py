@@ -1,0 +1,144 @@
+"""The interop case matrix: which program runs on which side, and what its output must show.
+
+A case has a server and a client; `server` names the side the server runs on ("guest" = rxe
+in the VM with Debian's binaries, "host" = uroce). The host side is either `uroce pingpong`
+(dropin False) or Debian's binary over uroce's libibverbs.so.1 (dropin True,
+LD_LIBRARY_PATH=build/lib).
+"""
+import re
+
+GUEST_DEV = "rxe0"
+HOST_DEV = "uroce0"
+GID = 1  # rxe-style GID table: index 1 is the IPv4-mapped address on both sides
+
+
+class Case:
+    def __init__(self, name, server, guest_cmd, host_cmd, dropin, tcp_port, checks,
+                 timeout=90, loss_percent=0):
+        self.name = name
+        self.server = server
+        self.guest_cmd = guest_cmd
+        self.host_cmd = host_cmd
+        self.dropin = dropin
+        self.tcp_port = tcp_port
+        self.checks = checks  # [(side, regex)] that must match that side's stdout+stderr
+        self.timeout = timeout
+        self.loss_percent = loss_percent
+
+    def server_cmd(self):
+        return self.guest_cmd if self.server == "guest" else self.host_cmd
+
+    def client_cmd(self, server_ip):
+        return (self.host_cmd if self.server == "guest" else self.guest_cmd) + " " + server_ip
+
+    def check(self, server, client):
+        problems = []
+        for side, regex in self.checks:
+            res = server if side == "server" else client
+            if not re.search(regex, res["out"] + res["err"], re.M):
+                problems.append("%s output lacks /%s/" % (side, regex))
+        return problems
+
+
+_port = [18600]
+
+
+def next_port():
+    _port[0] += 1
+    return _port[0]
+
+
+def pingpong_cases(loss=0, only=None):
+    out = []
+    # (tool, uroce pingpong flags, common flags)
+    tools = [
+        ("rc", "--transport rc", "-s 4096 -n 200"),
+        ("uc", "--transport uc", "-s 4096 -n 200"),
+        ("ud", "--transport ud", "-s 2048 -n 200"),
+        ("srq", "--srq -q 4", "-s 4096 -n 100 -q 4"),
+    ]
+    for tool, uflags, common in tools:
+        if only and tool not in only:
+            continue
+        common_flags = "%s -c -g %d" % (common, GID)
+        mtu = "" if tool == "ud" else " -m 1024"
+        for host_impl in ("uroce", "dropin"):
+            if loss and host_impl == "uroce":
+                continue
+            for server in ("guest", "host"):
+                port = next_port()
+                guest = "ibv_%s_pingpong -d %s -p %d %s%s" % (tool, GUEST_DEV, port, common_flags, mtu)
+                if host_impl == "uroce":
+                    ucommon = common.replace(" -q 4", "")
+                    host = "uroce pingpong %s -d %s -p %d %s -c -g %d%s --timeout 60" % (
+                        uflags, HOST_DEV, port, ucommon, GID, mtu)
+                else:
+                    host = "ibv_%s_pingpong -d %s -p %d %s%s" % (tool, HOST_DEV, port, common_flags, mtu)
+                name = "%s_pingpong-%s-%s_server%s" % (tool, host_impl, server, "-loss%d" % loss if loss else "")
+                checks = [("server", r"\d+ iters in"), ("client", r"\d+ iters in")]
+                out.append(Case(name, server, guest, host, host_impl == "dropin", port, checks,
+                                timeout=120 if loss else 60, loss_percent=loss))
+    return out
+
+
+def perftest_cases(mtus=(1024, 4096), sizes=(8, 65536), tests=None, loss=0, iters=None):
+    out = []
+    all_tests = [("ib_send_bw", ""), ("ib_write_bw", ""), ("ib_read_bw", ""),
+                 ("ib_atomic_bw", "-A CMP_AND_SWAP"), ("ib_atomic_bw", "-A FETCH_AND_ADD"),
+                 ("ib_send_lat", ""), ("ib_write_lat", "")]
+    for tool, extra in all_tests:
+        tag = tool + ("-" + extra.split()[-1].lower() if extra else "")
+        if tests and tag not in tests:
+            continue
+        for mtu in mtus:
+            for size in ((8,) if tool == "ib_atomic_bw" else sizes):
+                n = iters or (200 if "lat" in tool else (1000 if size <= 8 else 300))
+                for server in ("guest", "host"):
+                    port = next_port()
+                    size_flag = "" if tool == "ib_atomic_bw" else "-s %d" % size
+                    common = "-x %d -m %d %s -n %d -p %d -F %s" % (GID, mtu, size_flag, n, port, extra)
+                    guest = "%s -d %s %s" % (tool, GUEST_DEV, common)
+                    host = "%s -d %s %s" % (tool, HOST_DEV, common)
+                    name = "%s-mtu%d-%dB-%s_server%s" % (tag, mtu, size, server,
+                                                          "-loss%d" % loss if loss else "")
+                    # The result row: "<bytes> <iterations> ..." on the client (perftest's
+                    # reporting side for every test; send_bw's server prints one too).
+                    row = r"^\s*%d\s+%d\s+\d" % (size, n)
+                    checks = [("client", row)]
+                    if tool == "ib_send_bw":
+                        checks.append(("server", row))
+                    out.append(Case(name, server, guest, host, True, port, checks,
+                                    timeout=120 if loss else 60, loss_percent=loss))
+    return out
+
+
+def imm_cases(loss=0):
+    out = []
+    for op in ("send", "write"):
+        for server in ("guest", "host"):
+            port = next_port()
+            cmd = "imm_pingpong --op %s --port %d --iters 200 --size 5000" % (op, port)
+            guest = "imm_pingpong --dev %s --op %s --port %d --iters 200 --size 5000" % (GUEST_DEV, op, port)
+            host = "$UROCE_INTEROP_TOOLS/imm_pingpong --dev %s %s" % (HOST_DEV, cmd[len("imm_pingpong "):])
+            name = "%s_with_imm-dropin-%s_server%s" % (op, server, "-loss%d" % loss if loss else "")
+            checks = [("server", r"^imm_pingpong: ok 200 "), ("client", r"^imm_pingpong: ok 200 ")]
+            out.append(Case(name, server, guest, host, True, port, checks,
+                            timeout=120 if loss else 60, loss_percent=loss))
+    return out
+
+
+def matrix(subset=False):
+    _port[0] = 18600
+    if subset:
+        return (pingpong_cases(only=("rc", "ud"))
+                + perftest_cases(mtus=(1024,), sizes=(65536,),
+                                 tests=("ib_write_bw", "ib_read_bw", "ib_atomic_bw-fetch_and_add"))
+                + perftest_cases(mtus=(4096,), sizes=(8,), tests=("ib_send_lat",))
+                + imm_cases()[:2]
+                + [c for c in pingpong_cases(loss=5, only=("rc",))]
+                + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw",), loss=5, iters=200))
+    return (pingpong_cases() + perftest_cases() + imm_cases()
+            + pingpong_cases(loss=5, only=("rc",))
+            + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw", "ib_read_bw"),
+                             loss=5, iters=200)
+            + imm_cases(loss=5))

@@ -1,0 +1,340 @@
+"""Interop harness: boots the rxe guest, runs the case matrix, captures and decodes each case.
+
+Runs inside the network namespace tests/interop/run made (br0 10.77.0.1 with tap0 on it).
+Every case: tcpdump on br0 -> server on one side -> client on the other -> both exit codes
+and outputs checked -> `uroce dump --json` must decode every RoCE packet with icrc_ok true.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cases as case_list  # noqa: E402
+
+GUEST_IP = "10.77.0.2"
+HOST_IP = "10.77.0.1"
+AGENT_PORT = 7070
+
+
+class Guest:
+    """The VM and the command agent in it."""
+
+    def __init__(self, image, workdir, overlay):
+        self.console_log = os.path.join(workdir, "guest-console.log")
+        initrd = os.path.join(workdir, "initrd.cpio")
+        # The kernel unpacks concatenated cpio archives in order: the cached base image,
+        # then the per-run overlay (test programs built on the host).
+        with open(initrd, "wb") as out:
+            for part in (os.path.join(image, "rootfs.cpio"), overlay):
+                with open(part, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        self.initrd = initrd
+        self.image = image
+        self.proc = None
+        wanted = os.environ.get("UROCE_INTEROP_ACCEL", "auto")
+        kvm_ok = False
+        try:
+            os.close(os.open("/dev/kvm", os.O_RDWR))
+            kvm_ok = True
+        except OSError:
+            pass
+        self.accel = "tcg"
+        if wanted == "kvm" or (wanted == "auto" and kvm_ok):
+            # /dev/kvm can open yet not run a guest (seen on a nested host whose KVM never
+            # left the BIOS's real mode): a KVM guest prints its first console line within
+            # a second or two, so give it 15 s and fall back to TCG otherwise.
+            self.start("kvm")
+            end = time.time() + 15
+            while time.time() < end and not self.console():
+                time.sleep(0.2)
+            if self.console() or wanted == "kvm":
+                self.accel = "kvm"
+                return
+            self.stop()
+            print("interop: /dev/kvm gave no guest output in 15 s: software emulation (TCG)")
+        self.start("tcg")
+
+    def start(self, accel):
+        if os.path.exists(self.console_log):
+            os.unlink(self.console_log)
+        image = self.image
+        cmd = [
+            "qemu-system-x86_64", "-accel", accel, "-m", "1024", "-smp", "2",
+            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-serial", "file:" + self.console_log,
+            "-kernel", os.path.join(image, "vmlinuz"), "-initrd", self.initrd,
+            "-append", "console=ttyS0 rdinit=/init panic=-1 edd=off "
+                       "uroce.ip=%s/24 uroce.mtu=9000 uroce.agent=%d" % (GUEST_IP, AGENT_PORT),
+            "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no",
+            "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:02,host_mtu=9000",
+        ]
+        if accel == "kvm":
+            cmd += ["-cpu", "host"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, deadline_s):
+        end = time.time() + deadline_s
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError("qemu exited %d; console:\n%s" % (self.proc.returncode, self.console()))
+            try:
+                r = self.request({"op": "run", "cmd": "true", "timeout": 5}, connect_timeout=1)
+                if r.get("rc") == 0:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("guest not ready after %d s; console:\n%s" % (deadline_s, self.console()))
+
+    def console(self):
+        try:
+            return open(self.console_log, errors="replace").read()[-4000:]
+        except OSError:
+            return ""
+
+    def request(self, req, connect_timeout=5, timeout=None):
+        s = socket.create_connection((GUEST_IP, AGENT_PORT), timeout=connect_timeout)
+        s.settimeout(timeout if timeout is not None else req.get("timeout", 60) + 30)
+        with s:
+            s.sendall((json.dumps(req) + "\n").encode())
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return json.loads(data)
+
+    def run(self, cmd, timeout=60):
+        return self.request({"op": "run", "cmd": cmd, "timeout": timeout})
+
+    def spawn(self, cmd):
+        return self.request({"op": "spawn", "cmd": cmd})["id"]
+
+    def wait(self, jid, timeout=60):
+        return self.request({"op": "wait", "id": jid, "timeout": timeout})
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class HostJob:
+    def __init__(self, cmd, env):
+        self.out = tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, shell=True, env=env, stdout=self.out, stderr=self.err,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait(self, timeout):
+        timed_out = False
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        res = {"rc": self.proc.returncode, "timed_out": timed_out}
+        for name, f in (("out", self.out), ("err", self.err)):
+            f.seek(0)
+            res[name] = f.read().decode(errors="replace")
+            f.close()
+        return res
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.build = args.build
+        self.env = dict(os.environ)
+        self.env.update({
+            "LD_LIBRARY_PATH": os.path.join(self.build, "lib"),
+            "UROCE_NETDEVS": "br0",
+            "UROCE_QUIET": "1",
+            "PATH": os.path.join(self.build, "bin") + ":" + os.environ.get("PATH", ""),
+        })
+        self.plain_env = dict(self.env)
+        del self.plain_env["LD_LIBRARY_PATH"]
+
+    def host_listening(self, port):
+        r = subprocess.run(["ss", "-Hltn", "sport = :%d" % port], capture_output=True, text=True)
+        return bool(r.stdout.strip())
+
+    def guest_listening(self, guest, port):
+        return bool(guest.run("ss -Hltn 'sport = :%d'" % port, 10)["out"].strip())
+
+    def run_case(self, guest, case, pcap):
+        tcpdump = subprocess.Popen(
+            ["tcpdump", "-i", "br0", "-s", "0", "-U", "-w", pcap, "udp port 4791"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.3)  # tcpdump opens the socket before the case starts
+        nft = None
+        if case.loss_percent:
+            nft = ("table ip uroce_loss { chain in { type filter hook input priority 0; "
+                   "udp dport 4791 numgen random mod 100 < %d drop; } "
+                   "chain out { type filter hook output priority 0; "
+                   "udp dport 4791 numgen random mod 100 < %d drop; } }"
+                   % (case.loss_percent, case.loss_percent))
+            subprocess.run(["nft", "-f", "-"], input=nft, text=True, check=True)
+        t0 = time.time()
+        try:
+            server_cmd = case.server_cmd()
+            client_cmd = case.client_cmd(GUEST_IP if case.server == "guest" else HOST_IP)
+            if case.server == "guest":
+                sj = guest.spawn(server_cmd)
+            else:
+                hj = HostJob(server_cmd, self.env if case.dropin else self.plain_env)
+            end = time.time() + 20
+            while time.time() < end:
+                up = (self.guest_listening(guest, case.tcp_port) if case.server == "guest"
+                      else self.host_listening(case.tcp_port))
+                if up:
+                    break
+                time.sleep(0.2)
+            if case.server == "guest":
+                client = HostJob(client_cmd, self.env if case.dropin else self.plain_env).wait(case.timeout)
+                server = guest.wait(sj, case.timeout)
+            else:
+                client = guest.run(client_cmd, case.timeout)
+                server = hj.wait(case.timeout)
+        finally:
+            if nft:
+                subprocess.run(["nft", "delete", "table", "ip", "uroce_loss"], check=False)
+            time.sleep(0.3)
+            tcpdump.terminate()
+            tcpdump.wait()
+        elapsed = time.time() - t0
+        problems = []
+        for side, res in (("server", server), ("client", client)):
+            if res["timed_out"]:
+                problems.append("%s (%s) timed out after %d s" % (side, self.where(case, side), case.timeout))
+            elif res["rc"] != 0:
+                problems.append("%s (%s) exit %d" % (side, self.where(case, side), res["rc"]))
+        problems += case.check(server, client)
+        dump = self.check_pcap(pcap, case)
+        problems += dump["problems"]
+        return {"name": case.name, "ok": not problems, "problems": problems,
+                "seconds": round(elapsed, 1), "packets": dump["packets"],
+                "server": server, "client": client, "pcap": pcap, "retransmits": dump["retransmits"]}
+
+    @staticmethod
+    def where(case, side):
+        return case.server if side == "server" else ("host" if case.server == "guest" else "guest")
+
+    def check_pcap(self, pcap, case):
+        r = subprocess.run([os.path.join(self.build, "bin", "uroce"), "dump", "--json", pcap],
+                           capture_output=True, text=True)
+        problems = []
+        if r.returncode != 0:
+            problems.append("uroce dump exit %d: %s" % (r.returncode, r.stderr.strip()[:300]))
+        packets = 0
+        bad = []
+        seen = {}
+        retransmits = 0
+        for line in r.stdout.splitlines():
+            if not line.strip():
+                continue
+            p = json.loads(line)
+            packets += 1
+            if p.get("icrc_ok") is not True or "error" in p:
+                bad.append(p)
+            key = (p.get("src"), p.get("dqpn"), p.get("psn"), p.get("opcode"))
+            if key in seen:
+                retransmits += 1
+            seen[key] = True
+        if bad:
+            problems.append("%d of %d RoCE packets not decoded with icrc_ok: first %s"
+                            % (len(bad), packets, json.dumps(bad[0])[:300]))
+        if packets == 0:
+            problems.append("no RoCE packet captured")
+        if case.loss_percent and retransmits == 0:
+            problems.append("lossy case but no retransmitted PSN in the capture")
+        return {"problems": problems, "packets": packets, "retransmits": retransmits}
+
+
+def build_overlay(repo, workdir):
+    """Per-run cpio appended to the cached image: test programs compiled on the host."""
+    root = os.path.join(workdir, "overlay")
+    os.makedirs(os.path.join(root, "usr/local/bin"), exist_ok=True)
+    out = os.path.join(root, "usr/local/bin/imm_pingpong")
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
+                    os.path.join(repo, "tests/interop/imm_pingpong.c"), "-libverbs"], check=True)
+    shutil.copy(out, os.path.join(workdir, "imm_pingpong"))
+    cpio = os.path.join(workdir, "overlay.cpio")
+    files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=root, capture_output=True,
+                           text=True, check=True).stdout
+    with open(cpio, "wb") as f:
+        subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files.encode(),
+                       stdout=f, check=True)
+    return cpio
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--subset", action="store_true", help="the representative CI subset")
+    ap.add_argument("--cases", default="", help="only cases whose name matches this regex")
+    ap.add_argument("--out", default="", help="keep pcaps and results.json here")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+
+    workdir = tempfile.mkdtemp(prefix="uroce-interop-")
+    outdir = args.out or os.path.join(workdir, "out")
+    os.makedirs(outdir, exist_ok=True)
+    os.environ["UROCE_INTEROP_TOOLS"] = workdir
+    selected = [c for c in case_list.matrix(subset=args.subset) if re.search(args.cases, c.name)]
+    if args.list:
+        for c in selected:
+            print(c.name)
+        return 0
+    overlay = build_overlay(args.repo, workdir)
+    t0 = time.time()
+    guest = Guest(args.image, workdir, overlay)
+    results = []
+    try:
+        guest.wait_ready(300 if guest.accel == "tcg" else 120)
+        boot_s = time.time() - t0
+        info = guest.run("uname -r; rdma link show; ibv_devinfo -d rxe0 | grep -E 'active_mtu|state'")
+        print("interop: guest up in %.1f s (%s): %s" % (boot_s, guest.accel, info["out"].strip().replace("\n", " | ")))
+        h = Harness(args)
+        for case in selected:
+            res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
+            results.append(res)
+            status = "PASS" if res["ok"] else "FAIL"
+            print("%s %-58s %5.1fs %6d pkts%s" % (status, case.name, res["seconds"], res["packets"],
+                                                   " retx=%d" % res["retransmits"] if case.loss_percent else ""))
+            if not res["ok"]:
+                for p in res["problems"]:
+                    print("     " + p)
+                for side in ("server", "client"):
+                    text = (res[side]["out"] + res[side]["err"]).strip()
+                    if text:
+                        print("     %s output: %s" % (side, text[-600:].replace("\n", "\n       ")))
+            sys.stdout.flush()
+    finally:
+        guest.stop()
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"boot_seconds": round(boot_s, 1) if results else None, "accel": guest.accel,
+                   "results": [{k: v for k, v in r.items() if k not in ("server", "client")} for r in results]},
+                  f, indent=1)
+    passed = sum(r["ok"] for r in results)
+    print("interop: %d passed, %d failed (pcaps and results.json in %s)" % (passed, len(results) - passed, outdir))
+    if not args.out:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if passed == len(results) and results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
