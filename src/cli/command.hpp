@@ -28,5 +28,7 @@ Subcommand add_devinfo_command(CLI::App& app);
 Subcommand add_gids_command(CLI::App& app);
 // `uroce perf TEST [HOST]`: perftest-style bandwidth and latency tests.
 Subcommand add_perf_command(CLI::App& app);
+// `uroce pingpong [--transport rc|uc|ud] [--srq] [HOST]`: rdma-core's pingpong examples.
+Subcommand add_pingpong_command(CLI::App& app);
 
 }  // namespace uroce::cli

@@ -22,6 +22,16 @@ std::unique_ptr<device::Device> open_cli_device(const std::string& name, std::st
     error = fmt::format("IB device {} not found; uroce provides {}", name, options.name);
     return nullptr;
   }
+  // UROCE_UDP_PORT moves the device off 4791, so test runs cannot meet other devices on the
+  // same host (both sides of a test must use the same value).
+  if (const char* port = std::getenv("UROCE_UDP_PORT"); port != nullptr && *port != '\0') {
+    const long value = std::strtol(port, nullptr, 10);
+    if (value <= 0 || value > 65535) {
+      error = fmt::format("UROCE_UDP_PORT={} is not a UDP port", port);
+      return nullptr;
+    }
+    options.udp_port = static_cast<uint16_t>(value);
+  }
   auto dev = net::open_udp_device(options);
   if (!dev) {
     error = dev.error().message;
@@ -155,6 +165,14 @@ transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t 
   ah.is_global = true;
   if (auto st = dev.resolve_av(ah); !st) return st;
   return ah;
+}
+
+uint32_t ud_max_message(const device::Device& dev) {
+  uint32_t mtu = 4096;
+  for (const device::PortInfo& p : dev.ports()) {
+    mtu = std::min(mtu, transport::mtu_bytes(p.active_mtu));
+  }
+  return mtu;
 }
 
 uint32_t random_psn() {

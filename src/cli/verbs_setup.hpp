@@ -20,7 +20,8 @@ namespace uroce::cli {
 inline constexpr uint32_t kPingpongQkey = 0x11111111;
 
 // "" or "uroce0" opens the UDP device on every netdev that is up; anything else fails with a
-// line naming the device that exists.
+// line naming the device that exists. The UDP port is 4791 unless UROCE_UDP_PORT says
+// otherwise (tests run on a private port).
 [[nodiscard]] std::unique_ptr<device::Device> open_cli_device(const std::string& name,
                                                               std::string& error);
 
@@ -84,6 +85,10 @@ struct ConnectParams {
 [[nodiscard]] transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
                                                            uint32_t sgid_index,
                                                            const device::Gid& dgid, uint8_t sl = 0);
+
+// The largest UD message the device sends: the smallest active MTU of its ports (the device
+// has one engine-wide UD MTU, so lo's 4096 does not help while eth0 carries 1024).
+[[nodiscard]] uint32_t ud_max_message(const device::Device& dev);
 
 // Random 24-bit PSN like lrand48() & 0xffffff in the examples.
 [[nodiscard]] uint32_t random_psn();

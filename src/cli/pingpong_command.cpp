@@ -1,0 +1,452 @@
+// `uroce pingpong [--transport rc|uc|ud] [--srq] [HOST]`: rdma-core's ibv_rc_pingpong,
+// ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong on uroce, with their flags, their
+// TCP exchange (pingpong_dest.hpp: "%04x:%06x:%06x:<gid>" messages, port 18515, the client
+// writes first, then "done") and their output, so either side can be a real rdma-core
+// program on a RoCE NIC or rxe.
+//
+// One difference on purpose: rdma-core without -g sends no GRH, which RoCE cannot carry.
+// Without -g uroce uses the GID whose address the TCP connection runs over, so it connects
+// the local side channel first and prints "local address" after that.
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "cli/oob_socket.hpp"
+#include "cli/perf_run.hpp"
+#include "cli/pingpong_dest.hpp"
+#include "cli/verbs_setup.hpp"
+#include "cli/watchdog.hpp"
+
+namespace uroce::cli {
+namespace {
+
+using transport::QpType;
+using transport::Sge;
+using transport::Wc;
+using transport::WcStatus;
+
+constexpr const char* kCommand = "uroce pingpong";
+constexpr uint64_t kRecvWrid = 1;
+constexpr uint64_t kSendWrid = 2;
+constexpr int kSrqMaxQp = 256;  // srq_pingpong's MAX_QP: it always exchanges 256 messages
+constexpr uint32_t kUdGrh = 40;
+constexpr size_t kPageSize = 4096;
+constexpr auto kStallLimit = std::chrono::seconds(10);
+constexpr Nanos kEventWait = std::chrono::milliseconds(100);
+
+struct PingpongOptions {
+  std::string host;
+  std::string transport = "rc";
+  bool srq = false;
+  uint16_t port = 18515;
+  std::string device;
+  std::optional<int> ib_port;
+  std::optional<uint32_t> size;
+  uint32_t mtu = 1024;
+  int num_qp = 16;
+  int rx_depth = 500;
+  int iters = 1000;
+  int sl = 0;
+  bool events = false;
+  int gid_index = -1;
+  bool check = false;
+  double timeout = 0;
+};
+
+struct Pingpong {
+  std::unique_ptr<device::Device> dev;
+  QpType type = QpType::kRc;
+  bool srq_mode = false;
+  bool ud = false;
+  uint32_t size = 0;
+  int rx_depth = 0;
+  int num_qp = 1;
+  GidChoice gid;
+  transport::PdId pd{};
+  std::optional<device::ChannelId> channel;
+  transport::CqId cq{};
+  std::optional<transport::SrqId> srq;
+  std::vector<uint32_t> qpns;
+  std::unique_ptr<RegisteredBuffer> buf;
+  transport::AhAttr ah;  // UD
+  std::vector<PingpongDest> remote;
+  uint32_t send_flags = transport::kSendSignaled;
+
+  ~Pingpong() {
+    if (!dev) return;
+    for (uint32_t q : qpns) (void)dev->destroy_qp(q);
+    if (srq) (void)dev->destroy_srq(*srq);
+    buf.reset();
+    (void)dev->destroy_cq(cq);
+    if (channel) (void)dev->destroy_comp_channel(*channel);
+    (void)dev->dealloc_pd(pd);
+  }
+
+  [[nodiscard]] uint32_t recv_length() const { return ud ? size + kUdGrh : size; }
+
+  int post_recv(int n) {
+    const Sge sge{buf->addr(), recv_length(), buf->mr().lkey};
+    transport::RecvWr wr;
+    wr.wr_id = kRecvWrid;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    int i = 0;
+    for (; i < n; ++i) {
+      const auto st = srq ? dev->post_srq_recv(*srq, wr) : dev->post_recv(qpns[0], wr);
+      if (!st) break;
+    }
+    return i;
+  }
+
+  transport::Status post_send(int qp_index) {
+    const Sge sge{buf->addr() + (ud ? kUdGrh : 0), size, buf->mr().lkey};
+    transport::SendWr wr;
+    wr.wr_id = kSendWrid;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.opcode = transport::WrOpcode::kSend;
+    wr.send_flags = send_flags;
+    if (ud) {
+      wr.ud.ah = ah;
+      wr.ud.remote_qpn = remote[0].qpn;
+      wr.ud.remote_qkey = kPingpongQkey;
+    }
+    return dev->post_send(qpns[static_cast<size_t>(qp_index)], wr);
+  }
+
+  int poll(std::span<Wc> out) {
+    int n = dev->poll_cq(cq, out);
+    if (n != 0 || !channel) return n;
+    if (!dev->req_notify_cq(cq, false)) return -1;
+    n = dev->poll_cq(cq, out);
+    if (n != 0) return n;
+    if (auto ev = dev->get_cq_event(*channel, kEventWait); ev) dev->ack_cq_events(ev.value(), 1);
+    return dev->poll_cq(cq, out);
+  }
+};
+
+int fail(const std::string& message) {
+  fmt::print(stderr, "{}: {}\n", kCommand, message);
+  return kExitFailure;
+}
+
+// Creates PD, channel, CQ, SRQ, QPs (moved to INIT) and the buffer, like pp_init_ctx.
+bool init_ctx(Pingpong& pp, bool events, std::string& error) {
+  device::Device& d = *pp.dev;
+  auto pd = d.alloc_pd();
+  if (!pd) {
+    error = "Couldn't allocate PD";
+    return false;
+  }
+  pp.pd = pd.value();
+  if (events) {
+    auto ch = d.create_comp_channel();
+    if (!ch) {
+      error = "Couldn't create completion channel";
+      return false;
+    }
+    pp.channel = ch.value();
+  }
+  const size_t bytes = pp.ud ? pp.size + kUdGrh : pp.size;
+  pp.buf = RegisteredBuffer::create(d, pp.pd, bytes, transport::kAccessLocalWrite, error);
+  if (!pp.buf) return false;
+  std::memset(pp.buf->data(), 0x7b, bytes);  // what the rdma-core examples send
+  auto cq = d.create_cq(static_cast<uint32_t>(pp.rx_depth + pp.num_qp), pp.channel);
+  if (!cq) {
+    error = "Couldn't create CQ";
+    return false;
+  }
+  pp.cq = cq.value();
+  if (pp.srq_mode) {
+    transport::SrqInitAttr attr;
+    attr.max_wr = static_cast<uint32_t>(pp.rx_depth);
+    attr.max_sge = 1;
+    auto srq = d.create_srq(pp.pd, attr);
+    if (!srq) {
+      error = fmt::format("Couldn't create SRQ: {}", srq.status().message());
+      return false;
+    }
+    pp.srq = srq.value();
+  }
+  for (int i = 0; i < pp.num_qp; ++i) {
+    transport::QpInitAttr init;
+    init.qp_type = pp.type;
+    init.send_cq = pp.cq;
+    init.recv_cq = pp.cq;
+    init.srq = pp.srq;
+    init.cap.max_send_wr = 1;
+    init.cap.max_recv_wr = pp.srq ? 0 : static_cast<uint32_t>(pp.rx_depth);
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    auto qp = d.create_qp(pp.pd, init);
+    if (!qp) {
+      error = fmt::format("Couldn't create QP: {}", qp.status().message());
+      return false;
+    }
+    pp.qpns.push_back(qp->qpn);
+    if (qp->cap.max_inline_data >= pp.size) pp.send_flags |= transport::kSendInline;
+    if (const auto st = qp_to_init(d, qp->qpn, pp.type, pp.gid.port, 0); !st) {
+      error = fmt::format("Failed to modify QP to INIT: {}", st.message());
+      return false;
+    }
+  }
+  return true;
+}
+
+// The TCP exchange of rdma-core's pp_{client,server}_exch_dest; `count` messages each way
+// (256 for srq_pingpong, whatever its -q). The server connects its QPs in between, via
+// `connect`, before it answers.
+template <typename Connect>
+bool exchange(OobSocket& sock, bool server, const std::vector<PingpongDest>& mine, size_t count,
+              std::vector<PingpongDest>& theirs, Connect&& connect, std::string& error) {
+  const Deadline deadline = deadline_after(60);
+  auto send_mine = [&] {
+    for (size_t i = 0; i < count; ++i) {
+      const PingpongMsg msg = format_pingpong_dest(i < mine.size() ? mine[i] : PingpongDest{});
+      if (!sock.send_all(msg)) {
+        error = "Couldn't send local address";
+        return false;
+      }
+    }
+    return true;
+  };
+  auto read_theirs = [&] {
+    theirs.clear();
+    for (size_t i = 0; i < count; ++i) {
+      PingpongMsg msg{};
+      if (!sock.recv_all(msg, deadline)) {
+        error = "Couldn't read remote address";
+        return false;
+      }
+      const auto dest = parse_pingpong_dest(msg);
+      if (!dest) {
+        error = fmt::format("the peer sent a malformed address '{}'",
+                            std::string(msg.data(), strnlen(msg.data(), msg.size())));
+        return false;
+      }
+      theirs.push_back(*dest);
+    }
+    return true;
+  };
+  std::array<char, 5> done = {'d', 'o', 'n', 'e', '\0'};
+  if (server) {
+    if (!read_theirs() || !connect(theirs) || !send_mine()) return false;
+    // rdma-core's client answers with "done"; a peer that just closes is fine too.
+    (void)sock.recv_all(done, deadline);
+    return true;
+  }
+  return send_mine() && read_theirs() && sock.send_all(done);
+}
+
+bool connect_ctx(Pingpong& pp, const PingpongOptions& o, uint32_t my_psn_base,
+                 const std::vector<PingpongDest>& my, const std::vector<PingpongDest>& rem,
+                 std::string& error) {
+  if (rem.empty() || rem[0].gid == GidBytes{}) {
+    error = "the peer sent no GID; RoCE needs one: run the peer with -g <gid index>";
+    return false;
+  }
+  const auto mtu = mtu_from_bytes(o.mtu);
+  for (size_t i = 0; i < pp.qpns.size(); ++i) {
+    ConnectParams p;
+    p.type = pp.type;
+    p.port = pp.gid.port;
+    p.mtu = mtu.value_or(transport::Mtu::k1024);
+    p.sgid_index = pp.gid.index;
+    p.my_psn = my[i].psn;
+    p.max_rd_atomic = 1;
+    p.sl = static_cast<uint8_t>(o.sl);
+    // srq_pingpong addresses every QP with the first message's GID.
+    const PingpongDest dest{rem[i].lid, rem[i].qpn, rem[i].psn, rem[0].gid};
+    if (const auto st = qp_to_rts(*pp.dev, pp.qpns[i], p, dest); !st) {
+      error = fmt::format("Failed to modify QP to RTR/RTS: {}", st.message());
+      return false;
+    }
+  }
+  (void)my_psn_base;
+  if (pp.ud) {
+    auto ah = make_ah(*pp.dev, pp.gid.port, pp.gid.index, rem[0].gid, static_cast<uint8_t>(o.sl));
+    if (!ah) {
+      error = fmt::format("Failed to create AH: {}", ah.status().message());
+      return false;
+    }
+    pp.ah = ah.value();
+  }
+  pp.remote = rem;
+  return true;
+}
+
+int run_pingpong(PingpongOptions& o) {
+  arm_watchdog(kCommand, o.timeout);
+  Pingpong pp;
+  if (o.transport == "uc") pp.type = QpType::kUc;
+  if (o.transport == "ud") pp.type = QpType::kUd;
+  pp.ud = pp.type == QpType::kUd;
+  pp.srq_mode = o.srq;
+  if (o.srq && pp.type != QpType::kRc) return fail("--srq runs over RC (as ibv_srq_pingpong)");
+  pp.num_qp = o.srq ? o.num_qp : 1;
+  if (o.srq && o.num_qp > o.rx_depth) {
+    return fail(
+        fmt::format("rx_depth {} is too small for {} QPs -- must have at least one "
+                    "receive per QP.",
+                    o.rx_depth, o.num_qp));
+  }
+  pp.size = o.size.value_or(pp.ud ? 2048 : 4096);
+  pp.rx_depth = o.rx_depth;
+  const bool server = o.host.empty();
+
+  std::string error;
+  pp.dev = open_cli_device(o.device, error);
+  if (!pp.dev) return fail(error);
+  std::unique_ptr<OobSocket> sock =
+      server ? OobSocket::accept_one(o.port, std::nullopt, error)
+             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
+  if (!sock) return fail(error);
+  const auto gid = choose_gid(*pp.dev, o.ib_port, o.gid_index, sock->local_address(), error);
+  if (!gid) return fail(error);
+  pp.gid = *gid;
+  if (pp.ud) {
+    const uint32_t mtu = ud_max_message(*pp.dev);
+    if (pp.size > mtu) {
+      return fail(
+          fmt::format("Requested size larger than port MTU ({}); use -s {} or less", mtu, mtu));
+    }
+  }
+  if (!init_ctx(pp, o.events, error)) return fail(error);
+  const int routs_initial = pp.post_recv(pp.rx_depth);
+  if (routs_initial < pp.rx_depth)
+    return fail(fmt::format("Couldn't post receive ({})", routs_initial));
+  int routs = routs_initial;
+
+  std::vector<PingpongDest> my;
+  for (uint32_t qpn : pp.qpns) my.push_back(PingpongDest{0, qpn, random_psn(), pp.gid.gid});
+  for (const PingpongDest& d : my) fmt::print("{}\n", format_address_line("local", d));
+  std::fflush(stdout);
+
+  std::vector<PingpongDest> rem;
+  const size_t count = o.srq ? kSrqMaxQp : 1;
+  auto connect = [&](const std::vector<PingpongDest>& theirs) {
+    return connect_ctx(pp, o, 0, my, theirs, error);
+  };
+  if (!exchange(*sock, server, my, count, rem, connect, error)) return fail(error);
+  sock.reset();
+  for (int i = 0; i < pp.num_qp; ++i) {
+    fmt::print("{}\n", format_address_line("remote", rem[static_cast<size_t>(i)]));
+  }
+  std::fflush(stdout);
+  if (!server && !connect_ctx(pp, o, 0, my, rem, error)) return fail(error);
+
+  if (o.check && !server) {
+    for (size_t i = 0; i < pp.size; i += kPageSize) pp.buf->data()[(pp.ud ? kUdGrh : 0) + i] = 0;
+  }
+  std::vector<uint64_t> pending(static_cast<size_t>(pp.num_qp), kRecvWrid);
+  if (!server) {
+    for (int i = 0; i < pp.num_qp; ++i) {
+      if (!pp.post_send(i)) return fail("Couldn't post send");
+      pending[static_cast<size_t>(i)] = kRecvWrid | kSendWrid;
+    }
+  }
+  const auto start = Clock::now();
+  auto last_progress = start;
+  int rcnt = 0;
+  int scnt = 0;
+  std::vector<Wc> wcs(static_cast<size_t>(pp.rx_depth + pp.num_qp));
+  while (rcnt < o.iters || scnt < o.iters) {
+    const int ne = pp.poll(wcs);
+    if (ne < 0) return fail(fmt::format("poll CQ failed {}", ne));
+    if (ne == 0) {
+      if (Clock::now() - last_progress > kStallLimit) {
+        return fail(
+            fmt::format("no completion for {} s after {} receives and {} sends: the "
+                        "peer is gone or packets were lost",
+                        kStallLimit.count(), rcnt, scnt));
+      }
+      continue;
+    }
+    last_progress = Clock::now();
+    for (int i = 0; i < ne; ++i) {
+      const Wc& wc = wcs[static_cast<size_t>(i)];
+      if (wc.status != WcStatus::kSuccess) {
+        return fail(fmt::format("Failed status {} ({}) for wr_id {}", wc_status_str(wc.status),
+                                static_cast<int>(wc.status), static_cast<int>(wc.wr_id)));
+      }
+      const auto it = std::find(pp.qpns.begin(), pp.qpns.end(), wc.qp_num);
+      if (it == pp.qpns.end()) return fail(fmt::format("Couldn't find QPN {:06x}", wc.qp_num));
+      const size_t qi = static_cast<size_t>(it - pp.qpns.begin());
+      if (wc.wr_id == kSendWrid) {
+        ++scnt;
+      } else if (wc.wr_id == kRecvWrid) {
+        if (--routs <= (o.srq ? pp.num_qp : 1)) {
+          routs += pp.post_recv(pp.rx_depth - routs);
+          if (routs < pp.rx_depth) return fail(fmt::format("Couldn't post receive ({})", routs));
+        }
+        ++rcnt;
+        if (o.check) {
+          for (size_t off = 0; off < pp.size; off += kPageSize) {
+            if (pp.buf->data()[(pp.ud ? kUdGrh : 0) + off] != 0) {
+              fmt::print("invalid data in page {}\n", off / kPageSize);
+            }
+          }
+        }
+      } else {
+        return fail(fmt::format("Completion for unknown wr_id {}", static_cast<int>(wc.wr_id)));
+      }
+      pending[qi] &= ~wc.wr_id;
+      if (scnt < o.iters && pending[qi] == 0) {
+        if (!pp.post_send(static_cast<int>(qi))) return fail("Couldn't post send");
+        pending[qi] = kRecvWrid | kSendWrid;
+      }
+    }
+  }
+  const double usec = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  const long long bytes = static_cast<long long>(pp.size) * o.iters * 2;
+  fmt::print("{} bytes in {:.2f} seconds = {:.2f} Mbit/sec\n", bytes, usec / 1e6,
+             static_cast<double>(bytes) * 8.0 / usec);
+  fmt::print("{} iters in {:.2f} seconds = {:.2f} usec/iter\n", o.iters, usec / 1e6,
+             usec / o.iters);
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand add_pingpong_command(CLI::App& app) {
+  auto o = std::make_shared<PingpongOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "pingpong",
+      "ibv_rc/uc/ud/srq_pingpong on uroce: uroce pingpong [HOST] (server without HOST)");
+  sub->add_option("HOST", o->host, "Server to connect to; without it, wait for a client");
+  sub->add_option("--transport", o->transport, "rc (default), uc or ud")
+      ->check(CLI::IsMember({"rc", "uc", "ud"}, CLI::ignore_case));
+  sub->add_flag("--srq", o->srq, "One SRQ shared by -q QPs, like ibv_srq_pingpong (RC)");
+  sub->add_option("-p,--port", o->port, "Listen on/connect to TCP port (default 18515)");
+  sub->add_option("-d,--ib-dev", o->device, "Device (default uroce0)");
+  sub->add_option("-i,--ib-port", o->ib_port, "Port of the device (default: the GID's)")
+      ->check(CLI::Range(1, 255));
+  sub->add_option("-s,--size", o->size, "Message size (default 4096, UD 2048)")
+      ->check(CLI::Range(1u, 1u << 30));
+  sub->add_option("-m,--mtu", o->mtu, "Path MTU (default 1024)")
+      ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}));
+  sub->add_option("-q,--num-qp", o->num_qp, "QPs with --srq (default 16)")
+      ->check(CLI::Range(1, kSrqMaxQp));
+  sub->add_option("-r,--rx-depth", o->rx_depth, "Receives to post at a time (default 500)")
+      ->check(CLI::Range(2, 16384));
+  sub->add_option("-n,--iters", o->iters, "Number of exchanges (default 1000)")
+      ->check(CLI::Range(1, 1 << 30));
+  sub->add_option("-l,--sl", o->sl, "Service level (default 0)")->check(CLI::Range(0, 15));
+  sub->add_flag("-e,--events", o->events, "Sleep on CQ events (default poll)");
+  sub->add_option("-g,--gid-idx", o->gid_index,
+                  "Local port GID index (default: the GID of the TCP connection's address)")
+      ->check(CLI::Range(0, 1023));
+  sub->add_flag("-c,--chk", o->check, "Validate the received buffer (as rc_pingpong -c)");
+  sub->add_option("--timeout", o->timeout, "Give up after this many seconds (default: never)")
+      ->check(CLI::NonNegativeNumber);
+  return Subcommand{sub, [o] {
+                      for (char& c : o->transport) c = static_cast<char>(std::tolower(c));
+                      return run_pingpong(*o);
+                    }};
+}
+
+}  // namespace uroce::cli
