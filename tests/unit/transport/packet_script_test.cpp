@@ -541,10 +541,10 @@ TEST_P(RemoteAccessViolation, IsNakedAndNeverTouchesMemory) {
            Counter::kRxWriteRequests};
       s.receive(s.rdma(Op::kWriteOnly, 0x40, mr_other.addr, mr_other.rkey, 16), payload);
       break;
-    case 2:  // runs 8 bytes past the end of the MR
+    case 2:  // runs ONE byte past the end of the MR
       v = {"out of bounds", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
            Counter::kRxWriteRequests};
-      s.receive(s.rdma(Op::kWriteOnly, 0x40, s.va(s.mr().length - 8), s.mr().rkey, 16), payload);
+      s.receive(s.rdma(Op::kWriteOnly, 0x40, s.va(s.mr().length - 15), s.mr().rkey, 16), payload);
       break;
     case 3:  // MR without REMOTE_WRITE
       v = {"no REMOTE_WRITE", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
@@ -594,6 +594,16 @@ TEST_P(RemoteAccessViolation, IsNakedAndNeverTouchesMemory) {
            Counter::kRxReadRequests};
       s.receive(s.rdma(Op::kReadRequest, 0x40, mr_other.addr, mr_other.rkey, 64));
       break;
+    case 12:  // READ ending one byte past the MR
+      v = {"READ out of bounds", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxReadRequests};
+      s.receive(s.rdma(Op::kReadRequest, 0x40, mr_no_write.addr + 4096 - 63, mr_no_write.rkey, 64));
+      break;
+    case 13:  // atomic on the 8 bytes just past the MR
+      v = {"atomic out of bounds", NakCode::kRemoteAccessError, Counter::kRespRemoteAccessErrors,
+           Counter::kRxAtomicRequests};
+      s.receive(s.atomic(Op::kFetchAdd, 0x40, mr_no_write.addr + 4096, mr_no_write.rkey, 1, 0));
+      break;
     default:
       FAIL();
   }
@@ -624,7 +634,7 @@ TEST_P(RemoteAccessViolation, IsNakedAndNeverTouchesMemory) {
   expect_counters_exact(c, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(PacketScript, RemoteAccessViolation, ::testing::Range(0, 12));
+INSTANTIATE_TEST_SUITE_P(PacketScript, RemoteAccessViolation, ::testing::Range(0, 14));
 
 // rxe check_rkey: while more than one PMTU remains, a WRITE packet must carry exactly the
 // PMTU; the last exactly the rest. Otherwise NAK invalid request (the QP goes to ERR).
@@ -1346,6 +1356,12 @@ TEST(PacketScript, HostilePeerNeverMakesTheEngineTouchMemoryOutsideAnMr) {
       h.reth.rkey = below(5) == 0 ? static_cast<uint32_t>(rng()) : mr2.rkey;
       h.reth.dma_len =
           below(8) == 0 ? static_cast<uint32_t>(rng()) : static_cast<uint32_t>(below(6000));
+      if (below(3) == 0) {
+        // Aim at the MR's last byte: ends one short of, exactly at, or one past the end.
+        const uint64_t end = mr2.addr + 4096;
+        h.reth.va = end - 1 - below(std::min<uint64_t>(4096, s.mtu()));
+        h.reth.dma_len = static_cast<uint32_t>(end - h.reth.va + below(3) - 1);
+      }
       h.atomic_eth = {h.reth.va & (below(4) == 0 ? ~0ull : ~7ull), h.reth.rkey, rng(), rng()};
       h.aeth = {static_cast<uint8_t>(rng()), static_cast<uint32_t>(rng()) & 0xFFFFFF};
       h.ieth_rkey = below(2) == 0 ? mr2.rkey : static_cast<uint32_t>(rng());
