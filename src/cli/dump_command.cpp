@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/analyze_capture.hpp"
 #include "cli/command.hpp"
 #include "cli/dump_format.hpp"
 #include "wire/frame.hpp"
@@ -21,6 +22,7 @@ constexpr size_t kFlushThreshold = 256 * 1024;
 struct DumpOptions {
   std::string file;
   bool json = false;
+  bool analyze = false;
 };
 
 bool is_supported(wire::LinkType link) {
@@ -42,6 +44,7 @@ void write_out(fmt::memory_buffer& out) {
 }
 
 int run_dump(const DumpOptions& options) {
+  if (options.analyze) return run_analyze(options.file, options.json);
   wire::PcapReader reader;
   if (!reader.open(options.file)) {
     fmt::print(stderr,
@@ -112,6 +115,9 @@ Subcommand add_dump_command(CLI::App& app) {
   sub->add_option("FILE", options->file, "Capture file (pcap or pcapng)")->required();
   sub->add_flag("--json", options->json,
                 "One JSON object per RoCE packet per line (JSON Lines) instead of text");
+  sub->add_flag("--analyze", options->analyze,
+                "Summarise per connection: retransmissions and causes, NAKs, RNR, CNPs, gaps, "
+                "throughput");
   return Subcommand{sub, [options] { return run_dump(*options); }};
 }
 

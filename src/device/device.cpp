@@ -279,8 +279,12 @@ Status Device::destroy_srq(SrqId srq) {
 }
 
 Result<transport::QpInfo> Device::create_qp(PdId pd, const transport::QpInitAttr& attr) {
-  std::lock_guard lock(engine_mu_);
-  return engine_.create_qp(pd, attr);
+  Result<transport::QpInfo> r = [&] {
+    std::lock_guard lock(engine_mu_);
+    return engine_.create_qp(pd, attr);
+  }();
+  if (r && config_.observer) config_.observer->on_qp_created(r->qpn);
+  return r;
 }
 
 Status Device::modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t mask) {
@@ -289,8 +293,12 @@ Status Device::modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t m
     Status st = resolve_av(resolved.ah_attr);
     if (!st) return st;
   }
-  std::lock_guard lock(engine_mu_);
-  return engine_.modify_qp(qpn, resolved, mask);
+  Status st = [&] {
+    std::lock_guard lock(engine_mu_);
+    return engine_.modify_qp(qpn, resolved, mask);
+  }();
+  if (st && config_.observer) config_.observer->on_qp_modified(qpn, resolved, mask);
+  return st;
 }
 
 Status Device::query_qp(uint32_t qpn, transport::QpAttr& attr, transport::QpInitAttr& init) const {
@@ -299,8 +307,12 @@ Status Device::query_qp(uint32_t qpn, transport::QpAttr& attr, transport::QpInit
 }
 
 Status Device::destroy_qp(uint32_t qpn) {
-  std::lock_guard lock(engine_mu_);
-  return engine_.destroy_qp(qpn);
+  Status st = [&] {
+    std::lock_guard lock(engine_mu_);
+    return engine_.destroy_qp(qpn);
+  }();
+  if (st && config_.observer) config_.observer->on_qp_destroyed(qpn);
+  return st;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -347,6 +359,13 @@ int Device::poll_cq(CqId cq, std::span<transport::Wc> out) {
     if (progress()) {
       std::lock_guard lock(engine_mu_);
       n = engine_.poll_cq(cq, out);
+    }
+  }
+  if (config_.observer) {
+    for (int i = 0; i < n; ++i) {
+      if (out[i].status != transport::WcStatus::kSuccess) {
+        config_.observer->on_completion_error(*this, out[i]);
+      }
     }
   }
   return n;

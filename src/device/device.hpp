@@ -31,6 +31,7 @@
 
 #include "device/device_types.hpp"
 #include "device/event_queue.hpp"
+#include "device/observer.hpp"
 #include "device/packet_io.hpp"
 #include "transport/engine.hpp"
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "transport/engine.hpp"
 
 namespace uroce::device {
+
+class DeviceObserver;  // device/observer.hpp
 
 using Gid = std::array<uint8_t, 16>;
 
@@ -121,6 +124,8 @@ struct DeviceConfig {
   std::vector<PortInfo> ports;  // port_num 1, 2, ...
   transport::EngineConfig engine;
   ProgressOptions progress;
+  // Telemetry's view of the device (device/observer.hpp); null: none.
+  std::shared_ptr<DeviceObserver> observer;
 };
 
 // The node GUID from a MAC: the modified EUI-64 (universal/local bit flipped, ff:fe in the

@@ -32,6 +32,9 @@ size_t Device::send_pending() {
   if (tx_count_ == 0) return 0;
   const size_t sent =
       io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
+  if (config_.observer && sent > 0) {
+    config_.observer->on_tx(now(), std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
+  }
   tx_head_ += sent;
   tx_count_ -= sent;
   return sent;
@@ -54,6 +57,9 @@ void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
 bool Device::io_pass() {
   bool worked = send_pending() > 0;
   const size_t n_rx = io_->rx_burst(std::span<RxPacket>(rx_));
+  if (config_.observer && n_rx > 0) {
+    config_.observer->on_rx(now(), std::span<const RxPacket>(rx_.data(), n_rx));
+  }
   size_t n_events = 0;
   {
     std::lock_guard lock(engine_mu_);
@@ -72,6 +78,7 @@ bool Device::io_pass() {
   if (n_events > 0) {
     dispatch_events(std::span<const transport::AsyncEvent>(events_scratch_.data(), n_events));
   }
+  if (config_.observer) config_.observer->on_pass(now(), *this);
   return worked || n_rx > 0 || n_events > 0;
 }
 
@@ -142,6 +149,7 @@ void Device::progress_loop() {
     // completion of a post_recv in ERR) that has_tx() does not show.
     const bool kicked = kicked_.exchange(false);
     if (!has_tx && !kicked && !stop_.load()) {
+      if (config_.observer) config_.observer->on_idle(now(), *this);
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
       io_->wait(timeout, want_write);

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "telemetry/device_telemetry.hpp"
+
 namespace uroce::net {
 
 // ---------------------------------------------------------------------------------------
@@ -286,6 +288,10 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
            (static_cast<uint64_t>(getpid()) << 40);
   }
   config.engine.seed = seed;
+
+  std::string telemetry_error;
+  config.observer = telemetry::observer_from_env(options.name, &telemetry_error);
+  if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
   auto io = std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port);
   return std::make_unique<device::Device>(std::move(config), std::move(io));

@@ -1,0 +1,14 @@
+// The diagnosing subcommands (kept out of command.hpp so their owner adds them without
+// touching the others' declarations): `uroce stat`, `uroce doctor`.
+#pragma once
+
+#include "cli/command.hpp"
+
+namespace uroce::cli {
+
+// `uroce stat [--qp N] [--watch S] [--json] [--pid PID]`: counters of running processes.
+Subcommand add_stat_command(CLI::App& app);
+// `uroce doctor [--peer HOST] [--listen] [--json]`: the classic RoCE misconfigurations.
+Subcommand add_doctor_command(CLI::App& app);
+
+}  // namespace uroce::cli

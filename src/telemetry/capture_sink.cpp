@@ -1,0 +1,82 @@
+#include "telemetry/capture_sink.hpp"
+
+#include <time.h>
+
+#include <map>
+
+namespace uroce::telemetry {
+
+namespace {
+
+TimePoint unix_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return TimePoint(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+std::mutex& registry_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, std::weak_ptr<CaptureSink>>& registry() {
+  static std::map<std::string, std::weak_ptr<CaptureSink>> sinks;
+  return sinks;
+}
+
+}  // namespace
+
+std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::string* error) {
+  std::lock_guard lock(registry_mu());
+  if (auto existing = registry()[path].lock()) return existing;
+  auto sink = std::shared_ptr<CaptureSink>(new CaptureSink());
+  if (!sink->writer_.open(path)) {
+    if (error != nullptr) *error = "cannot write capture " + path + ": " + sink->writer_.error();
+    return nullptr;
+  }
+  sink->path_ = path;
+  registry()[path] = sink;
+  return sink;
+}
+
+CaptureSink::~CaptureSink() {
+  std::lock_guard lock(mu_);
+  writer_.close();
+}
+
+void CaptureSink::write(const transport::PacketMeta& meta, std::span<const uint8_t> roce,
+                        TimePoint t) {
+  if (writer_.write_roce(t, meta.ip, meta.tos, roce)) ++frames_;
+}
+
+void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {
+  const TimePoint t = unix_now();
+  std::lock_guard lock(mu_);
+  for (const transport::TxSlot& p : pkts)
+    write(p.meta, std::span<const uint8_t>(p.buf.data(), p.len), t);
+}
+
+void CaptureSink::write_received(std::span<const device::RxPacket> pkts) {
+  const TimePoint t = unix_now();
+  std::lock_guard lock(mu_);
+  for (const device::RxPacket& p : pkts) {
+    transport::PacketMeta meta = p.meta;
+    if (!meta.ip_id_known) {
+      meta.ip.ipv4_id = 0;  // unknown to a UDP socket: see the header comment
+      meta.ip.ipv4_df = true;
+    }
+    write(meta, std::span<const uint8_t>(p.buf.data(), p.len), t);
+  }
+}
+
+void CaptureSink::flush() {
+  std::lock_guard lock(mu_);
+  writer_.flush();
+}
+
+uint64_t CaptureSink::frames() const {
+  std::lock_guard lock(mu_);
+  return frames_;
+}
+
+}  // namespace uroce::telemetry

@@ -1,0 +1,50 @@
+// CaptureSink: writes every RoCE packet a device sends and receives to a pcap file as an
+// Ethernet/IPv4-or-IPv6/UDP frame that tshark and `uroce dump` dissect (wire::PcapWriter,
+// wire::encap_frame). One sink per file per process: several devices of one process given
+// the same path (UROCE_CAPTURE) share it, so both directions of a loopback test land in one
+// file in order.
+//
+// IPv4 ID: RoCE v2 masks TTL, TOS, checksum and flow label out of the ICRC, not the ID
+// (rocev2-wire.md), so a frame must carry the ID the ICRC was computed with to verify.
+// Sent frames get ID 0 + DF, which is what uroce computes its ICRC
+// with and what the kernel writes for a DF socket. A UDP socket does not see a received
+// packet's ID, so received frames are written with ID 0 + DF too: for packets from uroce
+// peers that is exact; from rxe or a hardware NIC (random or counting IDs) tshark may show
+// icrc_ok false on received frames although the packet was fine (docs/diagnosing.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "device/packet_io.hpp"
+#include "transport/engine.hpp"
+#include "wire/pcap_file.hpp"
+
+namespace uroce::telemetry {
+
+class CaptureSink {
+ public:
+  // The process' sink for `path` (created and truncated on first use); null with *error.
+  static std::shared_ptr<CaptureSink> open(const std::string& path, std::string* error);
+  ~CaptureSink();
+
+  void write_sent(std::span<const transport::TxSlot> pkts);
+  void write_received(std::span<const device::RxPacket> pkts);
+  void flush();
+  [[nodiscard]] uint64_t frames() const;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  CaptureSink() = default;
+  void write(const transport::PacketMeta& meta, std::span<const uint8_t> roce, TimePoint t);
+
+  mutable std::mutex mu_;
+  wire::PcapWriter writer_;
+  std::string path_;
+  uint64_t frames_ = 0;
+};
+
+}  // namespace uroce::telemetry

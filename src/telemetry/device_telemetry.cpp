@@ -1,0 +1,245 @@
+#include "telemetry/device_telemetry.hpp"
+
+#include <time.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "telemetry/explain.hpp"
+
+namespace uroce::telemetry {
+
+namespace {
+
+using transport::Counter;
+
+uint64_t unix_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Appends the aliases and tracker values to the engine's counters, in the order of
+// published_counter_names().
+std::vector<uint64_t> published_values(const transport::Counters& c, uint64_t acks) {
+  std::vector<uint64_t> v(c.values.begin(), c.values.end());
+  v.push_back(c[Counter::kOutOfSeqRequest]);      // mlx5 out_of_sequence
+  v.push_back(c[Counter::kRetryRnrExceededErr]);  // mlx5 rnr_nak_retry_err
+  v.push_back(acks);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<std::string>& published_counter_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n(transport::kCounterNames.begin(), transport::kCounterNames.end());
+    n.emplace_back("out_of_sequence");
+    n.emplace_back("rnr_nak_retry_err");
+    n.emplace_back("acks_rcvd");
+    return n;
+  }();
+  return names;
+}
+
+DeviceTelemetry::DeviceTelemetry(TelemetryOptions options) : options_(std::move(options)) {
+  latest_.device = options_.device;
+  latest_.pid = getpid();
+  latest_.names = published_counter_names();
+  latest_.values.assign(latest_.names.size(), 0);
+}
+
+std::shared_ptr<DeviceTelemetry> DeviceTelemetry::create(TelemetryOptions options,
+                                                         std::string* error) {
+  auto t = std::shared_ptr<DeviceTelemetry>(new DeviceTelemetry(std::move(options)));
+  if (t->options_.shm) {
+    // Without /dev/shm the device still works; `uroce stat` just cannot see it.
+    std::string why;
+    t->shm_ = ShmPublisher::create(t->options_.device, published_counter_names(), &why);
+    if (t->shm_) {
+      t->shm_->publish(t->latest_);
+    } else {
+      std::fprintf(stderr, "uroce: %s; `uroce stat` will not see %s\n", why.c_str(),
+                   t->options_.device.c_str());
+    }
+  }
+  if (!t->options_.capture.empty()) {
+    t->capture_ = CaptureSink::open(t->options_.capture, error);
+    if (!t->capture_) return nullptr;
+  }
+  if (!t->options_.metrics.empty()) {
+    t->metrics_ = MetricsServer::get(t->options_.metrics, error);
+    if (!t->metrics_) return nullptr;
+    t->metrics_->add(t.get());
+  }
+  return t;
+}
+
+DeviceTelemetry::~DeviceTelemetry() {
+  if (metrics_) metrics_->remove(this);
+  if (capture_) capture_->flush();
+}
+
+void DeviceTelemetry::on_tx(TimePoint now, std::span<const transport::TxSlot> sent) {
+  if (capture_) capture_->write_sent(sent);
+  if (!options_.measure_rtt) return;
+  std::lock_guard lock(qp_mu_);
+  for (const transport::TxSlot& s : sent) {
+    rtt_.on_sent(now, s.meta, std::span<const uint8_t>(s.buf.data(), s.len));
+  }
+}
+
+void DeviceTelemetry::on_rx(TimePoint now, std::span<const device::RxPacket> received) {
+  if (capture_) capture_->write_received(received);
+  if (!options_.measure_rtt) return;
+  std::lock_guard lock(qp_mu_);
+  for (const device::RxPacket& p : received) {
+    rtt_.on_received(now, std::span<const uint8_t>(p.buf.data(), p.len));
+  }
+}
+
+void DeviceTelemetry::on_pass(TimePoint now, const device::Device& dev) {
+  std::unique_lock lock(publish_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  ++passes_since_publish_;
+  if (now - last_publish_ < kPublishInterval) return;
+  last_publish_ = now;
+  passes_since_publish_ = 0;
+  lock.unlock();
+  publish(dev);
+}
+
+void DeviceTelemetry::on_idle(TimePoint now, const device::Device& dev) {
+  {
+    std::lock_guard lock(publish_mu_);
+    if (passes_since_publish_ == 0) return;
+    last_publish_ = now;
+    passes_since_publish_ = 0;
+  }
+  publish(dev);
+  if (capture_) capture_->flush();
+}
+
+void DeviceTelemetry::on_qp_created(uint32_t qpn) {
+  std::lock_guard lock(qp_mu_);
+  qps_[qpn];
+}
+
+void DeviceTelemetry::on_qp_modified(uint32_t qpn, const transport::QpAttr& attr, uint32_t mask) {
+  if ((mask & transport::kQpAv) == 0 && (mask & transport::kQpDestQpn) == 0) return;
+  std::lock_guard lock(qp_mu_);
+  // RTR carries both the AV and the destination QPN (IBTA 11.2.4.2, the RESET->INIT->RTR
+  // attribute table).
+  rtt_.set_peer(qpn, attr.ah_attr.dgid, attr.dest_qp_num);
+}
+
+void DeviceTelemetry::on_qp_destroyed(uint32_t qpn) {
+  std::lock_guard lock(qp_mu_);
+  qps_.erase(qpn);
+  rtt_.forget(qpn);
+}
+
+void DeviceTelemetry::on_completion_error(const device::Device& dev, const transport::Wc& wc) {
+  const auto status = static_cast<uint8_t>(wc.status);
+  bool first = false;
+  {
+    std::lock_guard lock(qp_mu_);
+    QpInfo& info = qps_[wc.qp_num];
+    if (wc.status == transport::WcStatus::kWrFlushErr) return;
+    info.last_error_status = status;
+    ++info.error_completions;
+    first = info.explained.insert(status).second;
+  }
+  publish(dev);
+  if (!first) return;
+  const DeviceSnapshot snap = latest_snapshot();
+  const QpSnapshot* qp = snap.qp(wc.qp_num);
+  if (qp == nullptr) return;
+  const std::string line = "uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
+                           std::string(wc_status_name(status)) + " (" + std::to_string(status) +
+                           "): " + explain_completion(status, snap, *qp);
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
+  DeviceSnapshot snap;
+  snap.device = options_.device;
+  snap.pid = getpid();
+  snap.names = published_counter_names();
+  std::map<uint32_t, QpInfo> qps;
+  {
+    std::lock_guard lock(qp_mu_);
+    qps = qps_;
+  }
+  uint64_t all_acks = 0;
+  for (const auto& [qpn, info] : qps) {
+    std::optional<transport::Counters> c = dev.qp_counters(qpn);
+    if (!c) continue;
+    QpSnapshot q;
+    q.qpn = qpn;
+    transport::QpAttr attr;
+    transport::QpInitAttr init;
+    if (dev.query_qp(qpn, attr, init)) {
+      q.remote_qpn = attr.dest_qp_num;
+      q.remote_gid = attr.ah_attr.dgid;
+      q.state = static_cast<uint8_t>(attr.qp_state);
+      q.qp_type = static_cast<uint8_t>(init.qp_type);
+    }
+    q.last_error_status = info.last_error_status;
+    q.error_completions = info.error_completions;
+    uint64_t acks = 0;
+    {
+      std::lock_guard lock(qp_mu_);
+      if (const RttHistogram* h = rtt_.histogram(qpn)) q.rtt = *h;
+      acks = rtt_.acks_received(qpn);
+    }
+    all_acks += acks;
+    q.values = published_values(*c, acks);
+    snap.qps.push_back(std::move(q));
+  }
+  snap.values = published_values(dev.counters(), all_acks);
+  snap.published_unix_ns = unix_ns();
+  return snap;
+}
+
+void DeviceTelemetry::publish(const device::Device& dev) {
+  DeviceSnapshot snap = build(dev);
+  std::lock_guard lock(latest_mu_);
+  // ACKs of destroyed QPs stay in the device total.
+  if (!latest_.values.empty()) {
+    const size_t acks = snap.names.size() - 1;
+    snap.values[acks] = std::max(snap.values[acks], latest_.values[acks]);
+  }
+  latest_ = std::move(snap);
+  if (shm_) shm_->publish(latest_);
+}
+
+DeviceSnapshot DeviceTelemetry::latest_snapshot() const {
+  std::lock_guard lock(latest_mu_);
+  return latest_;
+}
+
+const std::string& DeviceTelemetry::shm_path() const {
+  static const std::string kNone;
+  return shm_ ? shm_->path() : kNone;
+}
+
+std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
+                                                          std::string* error) {
+  TelemetryOptions o;
+  o.device = device;
+  const char* stat = std::getenv("UROCE_STAT");
+  o.shm = stat == nullptr || std::string(stat) != "0";
+  if (const char* m = std::getenv("UROCE_METRICS")) o.metrics = m;
+  if (const char* c = std::getenv("UROCE_CAPTURE")) o.capture = c;
+  if (!o.shm && o.metrics.empty() && o.capture.empty()) return nullptr;
+  return DeviceTelemetry::create(std::move(o), error);
+}
+
+}  // namespace uroce::telemetry

@@ -1,0 +1,112 @@
+#include "telemetry/metrics_server.hpp"
+
+#include <httplib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "telemetry/prometheus.hpp"
+
+namespace uroce::telemetry {
+
+namespace {
+
+std::mutex& registry_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, std::weak_ptr<MetricsServer>>& registry() {
+  static std::map<std::string, std::weak_ptr<MetricsServer>> servers;
+  return servers;
+}
+
+uint64_t unix_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+bool parse_listen_address(const std::string& text, ListenAddress& out) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  unsigned port = 0;
+  auto [p, ec] = std::from_chars(first, last, port);
+  if (ec != std::errc() || p != last || first == last || port > 65535) return false;
+  out.host = host;
+  out.port = static_cast<uint16_t>(port);
+  return true;
+}
+
+MetricsServer::MetricsServer() : http_(std::make_unique<httplib::Server>()) {}
+
+std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, std::string* error) {
+  std::lock_guard lock(registry_mu());
+  if (auto existing = registry()[address].lock()) return existing;
+  ListenAddress where;
+  if (!parse_listen_address(address, where)) {
+    if (error != nullptr)
+      *error = "metrics address '" + address + "' is not ADDR:PORT (e.g. 127.0.0.1:9464)";
+    return nullptr;
+  }
+  auto server = std::shared_ptr<MetricsServer>(new MetricsServer());
+  MetricsServer* self = server.get();
+  server->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    res.set_content(self->render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server->http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("uroce metrics: /metrics\n", "text/plain");
+  });
+  int port = where.port;
+  if (where.port == 0) {
+    port = server->http_->bind_to_any_port(where.host);
+  } else if (!server->http_->bind_to_port(where.host, where.port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    if (error != nullptr) {
+      *error = "cannot listen for metrics on " + address + " (address in use or not local)";
+    }
+    return nullptr;
+  }
+  server->port_ = static_cast<uint16_t>(port);
+  server->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  registry()[address] = server;
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void MetricsServer::add(const SnapshotSource* source) {
+  std::lock_guard lock(mu_);
+  sources_.push_back(source);
+}
+
+void MetricsServer::remove(const SnapshotSource* source) {
+  std::lock_guard lock(mu_);
+  std::erase(sources_, source);
+}
+
+std::string MetricsServer::render() const {
+  std::vector<DeviceSnapshot> snaps;
+  {
+    std::lock_guard lock(mu_);
+    for (const SnapshotSource* s : sources_) snaps.push_back(s->latest_snapshot());
+  }
+  return render_prometheus(snaps, unix_ns());
+}
+
+}  // namespace uroce::telemetry

@@ -1,0 +1,96 @@
+#include "telemetry/rtt_tracker.hpp"
+
+#include "wire/opcode.hpp"
+
+namespace uroce::telemetry {
+
+namespace {
+
+constexpr size_t kBthLen = 12;
+constexpr uint32_t kPsnMask = 0xFFFFFF;
+
+uint32_t be24(const uint8_t* p) {
+  return (uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2];
+}
+
+// a <= b in 24-bit serial arithmetic (IBTA 9.7.1: PSN comparisons are modulo 2^24 within
+// half the space).
+bool psn_le(uint32_t a, uint32_t b) {
+  return ((b - a) & kPsnMask) < 0x800000;
+}
+
+// RC requests: every RC opcode but the responses 0x0d..0x12 (IBTA Table 34).
+bool is_rc_request(uint8_t op) {
+  return op < 0x20 && !(op >= 0x0d && op <= 0x12);
+}
+
+// RC responses that carry an AETH: READ response first/last/only, ACK, atomic ACK.
+bool has_aeth(uint8_t op) {
+  return op == 0x0d || op == 0x0f || op == 0x10 || op == 0x11 || op == 0x12;
+}
+
+}  // namespace
+
+void RttTracker::set_peer(uint32_t local_qpn, const std::array<uint8_t, 16>& remote_gid,
+                          uint32_t remote_qpn) {
+  std::erase_if(by_peer_, [&](const auto& kv) { return kv.second == local_qpn; });
+  by_peer_[{remote_gid, remote_qpn & kPsnMask}] = local_qpn;
+  qps_[local_qpn];
+}
+
+void RttTracker::forget(uint32_t local_qpn) {
+  std::erase_if(by_peer_, [&](const auto& kv) { return kv.second == local_qpn; });
+  qps_.erase(local_qpn);
+}
+
+void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
+                         std::span<const uint8_t> roce) {
+  if (roce.size() < kBthLen || !is_rc_request(roce[0])) return;
+  auto peer = by_peer_.find({meta.ip.dst, be24(roce.data() + 5)});
+  if (peer == by_peer_.end()) return;
+  QpRtt& q = qps_[peer->second];
+  const uint32_t psn = be24(roce.data() + 9);
+  // Karn: a PSN at or before the last one sent is a retransmission; its samples and the
+  // later ones are ambiguous now.
+  if (q.any_sent && psn_le(psn, q.last_psn)) {
+    std::erase_if(q.pending, [&](const Pending& p) { return psn_le(psn, p.psn); });
+    return;  // nor does the resent packet start a sample
+  }
+  q.any_sent = true;
+  q.last_psn = psn;
+  if ((roce[8] & 0x80) == 0) return;
+  if (q.pending.size() == kMaxPending) q.pending.pop_front();
+  q.pending.push_back({psn, now});
+}
+
+void RttTracker::on_received(TimePoint now, std::span<const uint8_t> roce) {
+  if (roce.size() < kBthLen + 4 || !has_aeth(roce[0])) return;
+  auto it = qps_.find(be24(roce.data() + 5));
+  if (it == qps_.end()) return;
+  QpRtt& q = it->second;
+  const uint8_t syndrome = roce[kBthLen];
+  if ((syndrome >> 5) != 0) return;  // RNR NAK or NAK: not an answer that ends a sample
+  ++q.acks;
+  const uint32_t psn = be24(roce.data() + 9);
+  bool matched = false;
+  TimePoint newest{};
+  while (!q.pending.empty() && psn_le(q.pending.front().psn, psn)) {
+    newest = q.pending.front().sent;
+    matched = true;
+    q.pending.pop_front();
+  }
+  // A coalesced ACK answers the newest request it covers; older ones waited for it.
+  if (matched) q.hist.add(now - newest);
+}
+
+const RttHistogram* RttTracker::histogram(uint32_t local_qpn) const {
+  auto it = qps_.find(local_qpn);
+  return it == qps_.end() ? nullptr : &it->second.hist;
+}
+
+uint64_t RttTracker::acks_received(uint32_t local_qpn) const {
+  auto it = qps_.find(local_qpn);
+  return it == qps_.end() ? 0 : it->second.acks;
+}
+
+}  // namespace uroce::telemetry

@@ -1,0 +1,56 @@
+// RttTracker: round-trip times of RC requests measured from the packets the device sends
+// and receives, without touching the engine. A request sent with AckReq (IBTA 9.7.5.1.1:
+// the responder must acknowledge it) starts a sample; the first ACK, atomic ACK or READ
+// response carrying an AETH whose PSN covers it ends the sample. Like TCP's Karn rule, a
+// PSN sent again (go-back-N retransmission) cancels the samples from that PSN on, so a
+// retransmission never passes for a long round trip.
+//
+// Sent packets name the remote QPN; the tracker maps (remote address, remote QPN) to the
+// local QP from the address vector given to set_peer(). Not thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <unordered_map>
+
+#include "common/time.hpp"
+#include "telemetry/snapshot.hpp"
+#include "transport/engine.hpp"
+
+namespace uroce::telemetry {
+
+class RttTracker {
+ public:
+  static constexpr size_t kMaxPending = 256;  // per QP; beyond that the oldest is dropped
+
+  void set_peer(uint32_t local_qpn, const std::array<uint8_t, 16>& remote_gid, uint32_t remote_qpn);
+  void forget(uint32_t local_qpn);
+
+  void on_sent(TimePoint now, const transport::PacketMeta& meta, std::span<const uint8_t> roce);
+  void on_received(TimePoint now, std::span<const uint8_t> roce);
+
+  [[nodiscard]] const RttHistogram* histogram(uint32_t local_qpn) const;
+  [[nodiscard]] uint64_t acks_received(uint32_t local_qpn) const;
+
+ private:
+  struct Pending {
+    uint32_t psn;
+    TimePoint sent;
+  };
+  struct QpRtt {
+    std::deque<Pending> pending;
+    bool any_sent = false;
+    uint32_t last_psn = 0;
+    uint64_t acks = 0;
+    RttHistogram hist;
+  };
+  using PeerKey = std::pair<std::array<uint8_t, 16>, uint32_t>;
+
+  std::map<PeerKey, uint32_t> by_peer_;  // (remote GID, remote QPN) -> local QPN
+  std::unordered_map<uint32_t, QpRtt> qps_;
+};
+
+}  // namespace uroce::telemetry

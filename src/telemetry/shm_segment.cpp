@@ -1,0 +1,287 @@
+#include "telemetry/shm_segment.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace uroce::telemetry {
+
+namespace {
+
+constexpr size_t kBodyWords = sizeof(ShmBody) / sizeof(uint64_t);
+
+uint64_t* body_words(ShmSegment* seg) {
+  return reinterpret_cast<uint64_t*>(&seg->body);
+}
+
+void store_relaxed(uint64_t& word, uint64_t v) {
+  std::atomic_ref<uint64_t>(word).store(v, std::memory_order_relaxed);
+}
+
+void fill_body(ShmBody& b, const DeviceSnapshot& snap, size_t counters) {
+  b.published_unix_ns = snap.published_unix_ns;
+  const size_t n_qps = std::min(snap.qps.size(), kShmMaxQps);
+  b.qp_count = n_qps;
+  b.qp_overflow = snap.qps.size() - n_qps + snap.qp_overflow;
+  for (size_t i = 0; i < counters; ++i)
+    b.device_values[i] = i < snap.values.size() ? snap.values[i] : 0;
+  for (size_t q = 0; q < n_qps; ++q) {
+    const QpSnapshot& s = snap.qps[q];
+    ShmQp& d = b.qps[q];
+    d.qpn = s.qpn;
+    d.remote_qpn = s.remote_qpn;
+    std::memcpy(d.remote_gid, s.remote_gid.data(), 16);
+    d.qp_type = s.qp_type;
+    d.state = s.state;
+    d.last_error_status = s.last_error_status;
+    d.error_completions = s.error_completions;
+    for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
+    d.rtt.count = s.rtt.count;
+    d.rtt.sum_ns = s.rtt.sum_ns;
+    for (size_t i = 0; i < counters; ++i) d.values[i] = i < s.values.size() ? s.values[i] : 0;
+  }
+}
+
+std::string cstr(const char* p, size_t max) {
+  return std::string(p, strnlen(p, max));
+}
+
+}  // namespace
+
+std::string shm_dir() {
+  const char* dir = std::getenv("UROCE_STAT_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : "/dev/shm";
+}
+
+uint64_t proc_start_ticks(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // comm (field 2) may hold spaces and parentheses: fields restart after the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22; ++i) rest >> field;  // fields 3 .. 21
+  uint64_t ticks = 0;
+  rest >> ticks;
+  return ticks;
+}
+
+std::unique_ptr<ShmPublisher> ShmPublisher::create(const std::string& device,
+                                                   const std::vector<std::string>& names,
+                                                   std::string* error) {
+  const std::string base = shm_dir() + "/uroce-" + std::to_string(getpid()) + "-" + device;
+  int fd = -1;
+  std::string path;
+  for (int n = 0; n < 64 && fd < 0; ++n) {
+    path = n == 0 ? base : base + "." + std::to_string(n);
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    if (error != nullptr) *error = "cannot create " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  if (ftruncate(fd, sizeof(ShmSegment)) != 0) {
+    if (error != nullptr) *error = "cannot size " + path + ": " + std::strerror(errno);
+    close(fd);
+    unlink(path.c_str());
+    return nullptr;
+  }
+  void* mem = mmap(nullptr, sizeof(ShmSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mem == MAP_FAILED) {
+    if (error != nullptr) *error = "cannot map " + path + ": " + std::strerror(errno);
+    unlink(path.c_str());
+    return nullptr;
+  }
+  auto pub = std::unique_ptr<ShmPublisher>(new ShmPublisher());
+  pub->seg_ = static_cast<ShmSegment*>(mem);
+  pub->path_ = path;
+  ShmHeader& h = pub->seg_->header;
+  h.version = kShmVersion;
+  h.layout_size = sizeof(ShmSegment);
+  h.pid = getpid();
+  h.proc_start_ticks = proc_start_ticks(h.pid);
+  h.counter_count = static_cast<uint32_t>(std::min(names.size(), kShmMaxCounters));
+  std::strncpy(h.device, device.c_str(), kShmDeviceLen - 1);
+  for (size_t i = 0; i < h.counter_count; ++i) {
+    std::strncpy(h.names[i], names[i].c_str(), kShmNameLen - 1);
+  }
+  // The magic goes last: a reader that sees it sees a complete header.
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(h.magic.data(), kShmMagic.data(), kShmMagic.size());
+  return pub;
+}
+
+ShmPublisher::~ShmPublisher() {
+  if (seg_ != nullptr) munmap(seg_, sizeof(ShmSegment));
+  unlink(path_.c_str());
+}
+
+void ShmPublisher::publish(const DeviceSnapshot& snap) {
+  // Build the body privately, then copy it inside the seqlock's write section, so the
+  // section is a plain word copy.
+  static thread_local std::unique_ptr<ShmBody> staging;
+  if (!staging) staging = std::make_unique<ShmBody>();
+  fill_body(*staging, snap, seg_->header.counter_count);
+  std::atomic_ref<uint64_t> seq(seg_->seq);
+  const uint64_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const auto* src = reinterpret_cast<const uint64_t*>(staging.get());
+  uint64_t* dst = body_words(seg_);
+  const size_t words = (offsetof(ShmBody, qps) + staging->qp_count * sizeof(ShmQp)) / 8;
+  for (size_t i = 0; i < words; ++i) store_relaxed(dst[i], src[i]);
+  seq.store(s + 2, std::memory_order_release);
+}
+
+std::optional<DeviceSnapshot> read_segment(const std::string& path, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<DeviceSnapshot> {
+    if (error != nullptr) *error = path + ": " + why;
+    return std::nullopt;
+  };
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(ShmHeader)) {
+    close(fd);
+    return fail("too short for a uroce counters segment");
+  }
+  void* mem = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mem == MAP_FAILED) return fail(std::strerror(errno));
+  const size_t mapped = static_cast<size_t>(st.st_size);
+  auto* seg = static_cast<ShmSegment*>(mem);
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{mem, mapped};
+  const ShmHeader& h = seg->header;
+  if (std::memcmp(h.magic.data(), kShmMagic.data(), kShmMagic.size()) != 0) {
+    return fail("not a uroce counters segment (or still being created)");
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h.version != kShmVersion || h.layout_size != sizeof(ShmSegment) ||
+      mapped < sizeof(ShmSegment)) {
+    return fail("layout version " + std::to_string(h.version) + ", this uroce reads " +
+                std::to_string(kShmVersion));
+  }
+  DeviceSnapshot snap;
+  snap.device = cstr(h.device, kShmDeviceLen);
+  snap.pid = h.pid;
+  const size_t counters = std::min<size_t>(h.counter_count, kShmMaxCounters);
+  for (size_t i = 0; i < counters; ++i) snap.names.push_back(cstr(h.names[i], kShmNameLen));
+
+  auto body = std::make_unique<ShmBody>();
+  auto* dst = reinterpret_cast<uint64_t*>(body.get());
+  const auto* src = reinterpret_cast<const uint64_t*>(&seg->body);
+  bool consistent = false;
+  for (int attempt = 0; attempt < 10000 && !consistent; ++attempt) {
+    std::atomic_ref<uint64_t> seq(const_cast<uint64_t&>(seg->seq));
+    const uint64_t s1 = seq.load(std::memory_order_acquire);
+    if ((s1 & 1) != 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    for (size_t i = 0; i < kBodyWords; ++i) {
+      dst[i] =
+          std::atomic_ref<uint64_t>(const_cast<uint64_t&>(src[i])).load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    consistent = seq.load(std::memory_order_relaxed) == s1;
+  }
+  if (!consistent) return fail("writer kept it busy; try again");
+
+  snap.published_unix_ns = body->published_unix_ns;
+  snap.qp_overflow = body->qp_overflow;
+  snap.values.assign(body->device_values, body->device_values + counters);
+  const size_t n_qps = std::min<uint64_t>(body->qp_count, kShmMaxQps);
+  for (size_t q = 0; q < n_qps; ++q) {
+    const ShmQp& s = body->qps[q];
+    QpSnapshot d;
+    d.qpn = static_cast<uint32_t>(s.qpn);
+    d.remote_qpn = static_cast<uint32_t>(s.remote_qpn);
+    std::memcpy(d.remote_gid.data(), s.remote_gid, 16);
+    d.qp_type = static_cast<uint8_t>(s.qp_type);
+    d.state = static_cast<uint8_t>(s.state);
+    d.last_error_status = static_cast<uint8_t>(s.last_error_status);
+    d.error_completions = s.error_completions;
+    for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
+    d.rtt.count = s.rtt.count;
+    d.rtt.sum_ns = s.rtt.sum_ns;
+    d.values.assign(s.values, s.values + counters);
+    snap.qps.push_back(std::move(d));
+  }
+  return snap;
+}
+
+std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
+                                          std::vector<std::string>* notes) {
+  std::vector<DeviceSnapshot> out;
+  const std::string dir = shm_dir();
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  std::vector<std::string> files;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "uroce-", 6) == 0) files.emplace_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end());
+  for (const std::string& name : files) {
+    const std::string path = dir + "/" + name;
+    // uroce-<pid>-<device>: the pid from the name, so a dead process' segment is found
+    // even when its header is unreadable.
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + 6, &end, 10);
+    if (end == nullptr || *end != '-' || pid <= 0) continue;
+    if (options.pid && *options.pid != pid) continue;
+    std::string error;
+    std::optional<DeviceSnapshot> snap = read_segment(path, &error);
+    const bool exists = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    bool alive = exists;
+    if (alive && snap) {
+      // Same pid, other program: the start time differs.
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      ShmHeader h{};
+      if (fd >= 0) {
+        alive = pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+                (h.proc_start_ticks == 0 ||
+                 h.proc_start_ticks == proc_start_ticks(static_cast<int>(pid)));
+        close(fd);
+      }
+    }
+    if (!alive) {
+      if (options.clean_stale && unlink(path.c_str()) == 0) {
+        if (notes != nullptr)
+          notes->push_back("removed stale " + path + " (pid " + std::to_string(pid) + " is gone)");
+      } else if (notes != nullptr) {
+        notes->push_back("skipped stale " + path + " (pid " + std::to_string(pid) + " is gone)");
+      }
+      continue;
+    }
+    if (!snap) {
+      if (notes != nullptr) notes->push_back("skipped " + error);
+      continue;
+    }
+    if (!options.device.empty() && snap->device != options.device) continue;
+    out.push_back(std::move(*snap));
+  }
+  return out;
+}
+
+}  // namespace uroce::telemetry
