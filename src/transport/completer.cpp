@@ -1,6 +1,6 @@
 // The completer (IBA 9.7.5.2 "requester: response processing", rxe_comp.c): consumes ACK,
 // NAK, READ response and atomic ACK packets for the send queue. Decision list per packet:
-//   1. only in RTS/SQD; a PSN at or beyond the next PSN to send is unexpected (a ghost),
+//   1. only in RTS/SQD; a PSN beyond the highest PSN sent is unexpected (a ghost),
 //      one before the oldest unacknowledged PSN is a duplicate: both are dropped (C9-?? 9.7.5.2.1);
 //   2. every SEND/WRITE WQE that ends before the PSN is acknowledged by it (ACKs are
 //      cumulative, 9.7.5.2.2); a READ/atomic that ends before it lost its response: implied
@@ -38,6 +38,7 @@ void Completer::advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn) {
   const auto acked = static_cast<uint64_t>(Psn::distance(psn, psn_));
   psn_ = psn;
   nak_retry_running_ = false;
+  if (psn_.after(qp.req.psn())) qp.req.fast_forward(qp, psn_);
   if (qp.cc != nullptr) qp.cc->on_ack(now, acked * qp.mtu);
   // rxe: the completer pushes the retransmit timer out while PSNs remain unacknowledged.
   if (psn_ == qp.req.psn() || qp.attr.timeout == 0) {
@@ -94,7 +95,9 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     return;
   }
   const Psn psn = pkt.hdr.bth.psn;
-  if (!psn.before(qp.req.psn())) {
+  // Responses up to the highest PSN ever sent count, also those for packets sent before a
+  // go-back-N rewind: they spare resending what already arrived.
+  if (!psn.before(qp.req.high_psn())) {
     e.count(qp, Counter::kDropUnexpectedResponse);
     return;
   }

@@ -47,10 +47,14 @@ class Requester {
   FillResult fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot);
   // Go-back-N (IBA 9.7.5.1.x, rxe req_retry): resend from `psn`, the oldest unacked PSN.
   void rewind(Qp& qp, Psn psn);
+  // The completer saw `psn` (after psn()) acknowledged: packets sent before a rewind
+  // arrived after all. Skip resending what is already acknowledged.
+  void fast_forward(Qp& qp, Psn psn);
   // Whether fill() could produce a packet now (ignoring slot room).
   [[nodiscard]] bool ready(const Qp& qp) const;
 
   [[nodiscard]] Psn psn() const { return psn_; }
+  [[nodiscard]] Psn high_psn() const { return high_psn_; }
   [[nodiscard]] uint64_t seq() const { return seq_; }
   [[nodiscard]] bool rnr_wait() const { return rnr_wait_; }
   void set_rnr_wait(bool v) { rnr_wait_ = v; }

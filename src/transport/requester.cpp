@@ -86,21 +86,37 @@ bool Requester::start_wqe(EngineImpl& e, Qp& qp, bool* completed) {
 }
 
 void Requester::rewind(Qp& qp, Psn psn) {
+  // Every started WQE keeps its PSNs (go-back-N resends the same PSNs in the same order)
+  // and its READ/atomic slot; only what was sent is forgotten.
   const uint64_t head = qp.sq.head();
   for (uint64_t s = head; s != qp.sq.tail(); ++s) {
     SendWqe& w = qp.sq.at(s);
     if (w.state != WqeState::kStarted) break;
     if (s == head && !psn.before(w.first_psn) && !psn.after(w.last_psn)) {
       // Resume inside the oldest WQE: SEND/WRITE from the packet at `psn`, a READ with a
-      // new request for the rest (C9-?? "resume a READ at the first missing response").
+      // new request for the rest (IBA 9.7.5.1.3: a READ may be resumed at any response).
       w.pkts_sent = static_cast<uint32_t>(Psn::distance(psn, w.first_psn));
       continue;
     }
-    if (is_rd_atomic_op(w.opcode)) --rd_atomic_;
-    w.state = WqeState::kPosted;
     w.pkts_sent = 0;
   }
   seq_ = head;
+  psn_ = psn;
+}
+
+void Requester::fast_forward(Qp& qp, Psn psn) {
+  uint64_t s = qp.sq.head();
+  for (; s != qp.sq.tail(); ++s) {
+    SendWqe& w = qp.sq.at(s);
+    if (w.state != WqeState::kStarted) break;
+    if (!psn.after(w.last_psn)) {
+      const auto k = static_cast<uint32_t>(std::max(0, Psn::distance(psn, w.first_psn)));
+      w.pkts_sent = std::max(w.pkts_sent, k);
+      break;
+    }
+    w.pkts_sent = w.npkts;
+  }
+  seq_ = std::max(seq_, s);
   psn_ = psn;
 }
 
