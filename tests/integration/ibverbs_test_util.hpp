@@ -6,11 +6,17 @@
 //   auto [srv, cli] = run_pair({"ibv_rc_pingpong", "-g", "1"}, {..., "127.0.0.1"}, env, port);
 //   EXPECT_EQ(cli.exit_code, 0) << cli.output;
 //
+// Sanitizer builds (UROCE_SANITIZE): libibverbs.so.1 is instrumented and needs the ASan
+// runtime loaded first, which Debian's programs do not do; ToolEnv preloads the runtimes this
+// test binary runs with, and turns leak detection off for the programs (their own leaks are
+// not ours to report).
+//
 // Every child runs in its own process group, which is killed on timeout and when the
 // Process object goes away, so no program outlives its test (qperf's server forks).
 #pragma once
 
 #include <fcntl.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -57,6 +63,24 @@ inline uint16_t free_port(int type) {
   return port;
 }
 
+// Paths of the sanitizer runtimes loaded into this process ("" when none): the preload list
+// for a child that loads an instrumented library.
+inline std::string sanitizer_preload() {
+  std::string out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const std::string base = path.substr(path.rfind('/') + 1);
+        if (base.rfind("libasan.so", 0) == 0 || base.rfind("libubsan.so", 0) == 0) {
+          auto& list = *static_cast<std::string*>(data);
+          list += (list.empty() ? "" : ":") + path;
+        }
+        return 0;
+      },
+      &out);
+  return out;
+}
+
 // The environment every program gets: uroce's libibverbs first, and a UDP port of its own
 // so parallel tests (and a real rxe on 4791) never meet.
 struct ToolEnv {
@@ -64,6 +88,10 @@ struct ToolEnv {
   ToolEnv() {
     vars["LD_LIBRARY_PATH"] = lib_dir();
     vars["UROCE_PORT"] = std::to_string(free_port(SOCK_DGRAM));
+    if (const std::string preload = sanitizer_preload(); !preload.empty()) {
+      vars["LD_PRELOAD"] = preload;
+      vars["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1";
+    }
   }
 };
 
