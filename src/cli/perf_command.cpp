@@ -161,10 +161,12 @@ int run_client(PerfOptions& o) {
   if (const auto st = dev->query_port(gid->port, port); !st) return failure(st.message());
   const uint32_t mtu = o.mtu.value_or(transport::mtu_bytes(port.active_mtu));
   if (o.conn == PerfConnection::kUd && o.test.verb == PerfVerb::kSend) {
+    const uint64_t ud_mtu = std::min<uint64_t>(mtu, ud_max_message(*dev));
+    if (o.all_sizes) std::erase_if(o.sizes, [&](uint64_t z) { return z > ud_mtu; });
     for (uint64_t z : o.sizes) {
-      if (z > mtu) {
+      if (z > ud_mtu) {
         return usage_error(
-            fmt::format("a UD message cannot be larger than the MTU ({} bytes)", mtu));
+            fmt::format("a UD message cannot be larger than the MTU ({} bytes)", ud_mtu));
       }
     }
   }
