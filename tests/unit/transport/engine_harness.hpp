@@ -127,6 +127,7 @@ struct HarnessOptions {
   uint64_t seed = 1;            // seeds the fault dice and the engines' key generators
   transport::Mtu active_mtu = transport::Mtu::k4096;
   size_t tx_burst = 16;  // TX slots offered per poll_tx call
+  bool ipv6 = false;     // GIDs 2001:db8::1 / ::2 instead of ::ffff:10.0.0.1 / .2
 };
 
 class EngineHarness {
@@ -141,6 +142,10 @@ class EngineHarness {
       cfg.limits.max_qp = 64;
       engines_[i] = std::make_unique<Engine>(cfg);
       gids_[i] = ipv4_gid(10, 0, 0, static_cast<uint8_t>(i + 1));
+      if (opt.ipv6) {
+        gids_[i] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+                    0,    0,    0,    0,    0, 0, 0, static_cast<uint8_t>(i + 1)};
+      }
     }
     slot_bufs_.assign(opt.tx_burst, std::vector<uint8_t>(4096 + 128));
   }
