@@ -1,7 +1,7 @@
 // The completer (IBA 9.7.5.2 "requester: response processing", rxe_comp.c): consumes ACK,
 // NAK, READ response and atomic ACK packets for the send queue. Decision list per packet:
 //   1. only in RTS/SQD; a PSN beyond the highest PSN sent is unexpected (a ghost),
-//      one before the oldest unacknowledged PSN is a duplicate: both are dropped (C9-?? 9.7.5.2.1);
+//      one before the oldest unacknowledged PSN is a duplicate: both are dropped (IBA 9.7.5.2.1);
 //   2. every SEND/WRITE WQE that ends before the PSN is acknowledged by it (ACKs are
 //      cumulative, 9.7.5.2.2); a READ/atomic that ends before it lost its response: implied
 //      NAK, retry (9.7.5.2.5);

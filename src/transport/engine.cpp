@@ -154,7 +154,7 @@ void EngineImpl::enter_error(Qp& qp) {
   disarm_timer(qp, TimerKind::kRetransmit);
   disarm_timer(qp, TimerKind::kRnr);
   // Outstanding send WQEs complete in order: a WQE that failed carries its own status, the
-  // rest are flushed (IBA 10.3.1, C10-?? "Error state").
+  // rest are flushed (IBA 10.3.1 "Error state").
   while (!qp.sq.empty()) {
     const SendWqe& w = qp.sq.at(qp.sq.head());
     complete_send_head(qp, w.error != WcStatus::kSuccess ? w.error : WcStatus::kWrFlushErr);

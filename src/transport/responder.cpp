@@ -190,7 +190,7 @@ void Responder::on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
   const Psn psn = pkt.hdr.bth.psn;
   const uint16_t flags = pkt.info->flags;
   const bool first = (flags & wire::kFirst) != 0;
-  // IBA 9.8.3 (C9-?? UC): a PSN gap drops the message in progress; a First/Only packet
+  // IBA 9.8.3 (UC): a PSN gap drops the message in progress; a First/Only packet
   // starts a new one at whatever PSN it carries.
   if (drop_msg_ || psn != epsn_) {
     if (!first) {
@@ -250,7 +250,7 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
       in_msg_ = InMsg::kSend;
       recv_offset_ = 0;
     }
-    // IBA 9.7.5.1.? packet length: First and Middle carry exactly the PMTU, Last 1..PMTU,
+    // IBA 9.7.5.1 length checks: First and Middle carry exactly the PMTU, Last 1..PMTU,
     // Only 0..PMTU (checked by later rxe versions too; a PMTU mismatch shows up here).
     const uint32_t mtu = qp.mtu;
     const bool first_pkt = (flags & wire::kFirst) != 0;
@@ -303,7 +303,7 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
         wc.imm_data = pkt.hdr.immdt;
       }
       if ((flags & wire::kInv) != 0) {
-        // IBA 9.4.1.1 / o10-?: SEND with Invalidate invalidates the named R_Key.
+        // IBA 9.4.1.1 / 10.6.7: SEND with Invalidate invalidates the named R_Key.
         if (!e.memory().invalidate_rkey(qp.pd, pkt.hdr.ieth_rkey)) {
           e.count(qp, Counter::kRespRemoteInvalidRequest);
           class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
@@ -423,7 +423,8 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
     uint8_t* p = nullptr;
     const AccessError ae = e.memory().check_remote(qp.pd, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
     if (ae == AccessError::kMisaligned) {
-      // rxe RESPST_ERR_MISALIGNED_ATOMIC: class C invalid request (C9-?? 8-byte alignment).
+      // rxe RESPST_ERR_MISALIGNED_ATOMIC: class C invalid request (IBA 9.4.5: atomics are 8-byte
+      // aligned).
       e.count(qp, Counter::kRespRemoteInvalidRequest);
       class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
       return false;
