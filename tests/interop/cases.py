@@ -70,8 +70,10 @@ def pingpong_cases(loss=0, only=None):
                 guest = "ibv_%s_pingpong -d %s -p %d %s%s" % (tool, GUEST_DEV, port, common_flags, mtu)
                 if host_impl == "uroce":
                     ucommon = common.replace(" -q 4", "")
-                    host = "uroce pingpong %s -d %s -p %d %s -c -g %d%s --timeout 60" % (
-                        uflags, HOST_DEV, port, ucommon, GID, mtu)
+                    # No -g: uroce picks the GID of the address the TCP side channel uses
+                    # (its device spans every netdev, so index 1 is lo's, not br0's).
+                    host = "uroce pingpong %s -d %s -p %d %s -c%s --timeout 60" % (
+                        uflags, HOST_DEV, port, ucommon, mtu)
                 else:
                     host = "ibv_%s_pingpong -d %s -p %d %s%s" % (tool, HOST_DEV, port, common_flags, mtu)
                 name = "%s_pingpong-%s-%s_server%s" % (tool, host_impl, server, "-loss%d" % loss if loss else "")

@@ -138,6 +138,8 @@ int main(int argc, char **argv) {
   char sync = 's';
   if (write(fd, &sync, 1) != 1 || recv(fd, &sync, 1, MSG_WAITALL) != 1) die("sync");
 
+  struct ibv_wc early_recv;
+  int have_recv = 0;
   for (int it = 0; it < iters; ++it) {
     for (int turn = 0; turn < 2; ++turn) {
       const int sending = (turn == 0) == is_client;
@@ -154,20 +156,33 @@ int main(int argc, char **argv) {
         wr.wr.rdma.rkey = theirs.rkey;
         if (ibv_post_send(qp, &wr, &bad)) die("post_send");
       }
+      /* The peer's answer can complete before our own send does (its ACK may come after the
+       * answer): a receive completion seen while waiting for the send one is kept for the
+       * next turn. */
       struct ibv_wc wc;
-      int n;
-      while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+      for (;;) {
+        if (!sending && have_recv) {
+          wc = early_recv;
+          have_recv = 0;
+          break;
+        }
+        int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) die("poll_cq");
+        if (n == 0) continue;
+        if (wc.status != IBV_WC_SUCCESS) {
+          fprintf(stderr, "imm_pingpong: iter %d wr_id %d status %s\n", it, (int)wc.wr_id,
+                  ibv_wc_status_str(wc.status));
+          return 1;
+        }
+        if (sending && wc.wr_id == 2 && !have_recv) {
+          early_recv = wc;
+          have_recv = 1;
+          continue;
+        }
+        if ((wc.wr_id == 1) != sending) die("unexpected completion");
+        break;
       }
-      if (n < 0) die("poll_cq");
-      if (wc.status != IBV_WC_SUCCESS) {
-        fprintf(stderr, "imm_pingpong: iter %d wr_id %d status %s\n", it, (int)wc.wr_id,
-                ibv_wc_status_str(wc.status));
-        return 1;
-      }
-      if (sending) {
-        if (wc.wr_id != 1) die("expected the send completion");
-        continue;
-      }
+      if (sending) continue;
       const enum ibv_wc_opcode want = write_op ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
       if (wc.wr_id != 2 || wc.opcode != want || !(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != imm ||
           wc.byte_len != size) {

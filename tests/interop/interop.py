@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -177,14 +178,16 @@ class Harness:
         tcpdump = subprocess.Popen(
             ["tcpdump", "-i", "br0", "-s", "0", "-U", "-w", pcap, "udp port 4791"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.3)  # tcpdump opens the socket before the case starts
+        # tcpdump says "listening on br0" once its capture socket is open: wait for that line
+        # so that the case's first packets are in the capture.
+        select.select([tcpdump.stderr], [], [], 10)
         nft = None
         if case.loss_percent:
-            nft = ("table ip uroce_loss { chain in { type filter hook input priority 0; "
-                   "udp dport 4791 numgen random mod 100 < %d drop; } "
-                   "chain out { type filter hook output priority 0; "
-                   "udp dport 4791 numgen random mod 100 < %d drop; } }"
-                   % (case.loss_percent, case.loss_percent))
+            rule = "udp dport 4791 numgen random mod 100 < %d drop" % case.loss_percent
+            nft = ("table ip uroce_loss {\n"
+                   "  chain rx { type filter hook input priority 0; %s; }\n"
+                   "  chain tx { type filter hook output priority 0; %s; }\n"
+                   "}\n" % (rule, rule))
             subprocess.run(["nft", "-f", "-"], input=nft, text=True, check=True)
         t0 = time.time()
         try:
@@ -203,10 +206,14 @@ class Harness:
                 time.sleep(0.2)
             if case.server == "guest":
                 client = HostJob(client_cmd, self.env if case.dropin else self.plain_env).wait(case.timeout)
-                server = guest.wait(sj, case.timeout)
             else:
                 client = guest.run(client_cmd, case.timeout)
-                server = hj.wait(case.timeout)
+            # A failed client leaves the server waiting for ever: give it a moment, not the budget.
+            server_budget = case.timeout if client["rc"] == 0 and not client["timed_out"] else 5
+            if case.server == "guest":
+                server = guest.wait(sj, server_budget)
+            else:
+                server = hj.wait(server_budget)
         finally:
             if nft:
                 subprocess.run(["nft", "delete", "table", "ip", "uroce_loss"], check=False)
@@ -217,7 +224,7 @@ class Harness:
         problems = []
         for side, res in (("server", server), ("client", client)):
             if res["timed_out"]:
-                problems.append("%s (%s) timed out after %d s" % (side, self.where(case, side), case.timeout))
+                problems.append("%s (%s) timed out" % (side, self.where(case, side)))
             elif res["rc"] != 0:
                 problems.append("%s (%s) exit %d" % (side, self.where(case, side), res["rc"]))
         problems += case.check(server, client)
@@ -310,7 +317,13 @@ def main():
         print("interop: guest up in %.1f s (%s): %s" % (boot_s, guest.accel, info["out"].strip().replace("\n", " | ")))
         h = Harness(args)
         for case in selected:
-            res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
+            try:
+                res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
+            except Exception as e:  # one broken case must not hide the others' results
+                empty = {"rc": None, "out": "", "err": "", "timed_out": False}
+                res = {"name": case.name, "ok": False, "problems": ["harness: %r" % (e,)],
+                       "seconds": 0, "packets": 0, "retransmits": 0, "server": empty,
+                       "client": empty, "pcap": None}
             results.append(res)
             status = "PASS" if res["ok"] else "FAIL"
             print("%s %-58s %5.1fs %6d pkts%s" % (status, case.name, res["seconds"], res["packets"],
