@@ -7,20 +7,22 @@ the loopback), registers memory, connects two RC QPs over 127.0.0.1 (GID index 1
 1), then checks byte for byte:
   1. an RDMA WRITE lands in the target's MR,
   2. FETCH_AND_ADD returns the old value and adds,
-  3. COMPARE_AND_SWAP returns the old value and swaps only on a match.
+  3. COMPARE_AND_SWAP returns the old value and swaps only on a match,
+  4. a UD reply addressed with an AH made from the request's completion and GRH
+     (ibv_create_ah_from_wc) reaches the requester.
 Prints one "ok: ..." line per check; exits 0 only when all pass.
 """
 import struct
 import sys
 import time
 
-from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-from pyverbs.wr import SGE, SendWR
+from pyverbs.wr import RecvWR, SGE, SendWR
 import pyverbs.enums as e
 
 PORT = 1
@@ -77,6 +79,76 @@ class Side:
         sys.exit(f'FAIL {what}: no completion within 10 s')
 
 
+QKEY = 0x11111111
+GRH_BYTES = 40
+
+
+class UdSide:
+    def __init__(self):
+        self.ctx = Context(name='uroce0')
+        self.pd = PD(self.ctx)
+        self.mr = MR(self.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
+        self.cq = CQ(self.ctx, 16)
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=self.cq, rcq=self.cq,
+                                         cap=cap))
+        attr = QPAttr(qp_state=e.IBV_QPS_INIT)
+        attr.pkey_index = 0
+        attr.port_num = PORT
+        attr.qkey = QKEY
+        self.qp.to_init(attr)
+        self.qp.to_rtr(QPAttr(qp_state=e.IBV_QPS_RTR))
+        attr = QPAttr(qp_state=e.IBV_QPS_RTS)
+        attr.sq_psn = 0
+        self.qp.to_rts(attr)
+        self.gid = self.ctx.query_gid(PORT, GID_INDEX)
+
+    def post_recv(self):
+        self.qp.post_recv(RecvWR(wr_id=9, num_sge=1,
+                                 sg=[SGE(self.mr.buf, 2048, self.mr.lkey)]))
+
+    def send(self, ah, remote_qpn, payload):
+        self.mr.write(payload, len(payload), 3000)
+        wr = SendWR(wr_id=8, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(self.mr.buf + 3000, len(payload), self.mr.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_ud(ah, remote_qpn, QKEY)
+        self.qp.post_send(wr)
+
+    def wait(self, opcode, what):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            n, wcs = self.cq.poll()
+            if n > 0 and wcs[0].opcode == opcode:
+                if wcs[0].status != e.IBV_WC_SUCCESS:
+                    sys.exit(f'FAIL {what}: completion status {wcs[0].status}')
+                return wcs[0]
+        sys.exit(f'FAIL {what}: no completion within 10 s')
+
+
+def ud_reply_from_wc():
+    a, b = UdSide(), UdSide()
+    a.post_recv()
+    b.post_recv()
+    ah = AH(a.pd, attr=AHAttr(gr=GlobalRoute(dgid=b.gid, sgid_index=GID_INDEX), is_global=1,
+                              port_num=PORT))
+    a.send(ah, b.qp.qp_num, b'request')
+    a.wait(e.IBV_WC_SEND, 'UD send')
+    wc = b.wait(e.IBV_WC_RECV, 'UD receive')
+    if wc.byte_len != GRH_BYTES + 7 or wc.src_qp != a.qp.qp_num:
+        sys.exit(f'FAIL UD receive: byte_len {wc.byte_len} src_qp {wc.src_qp}')
+    # pyverbs passes the address of the received GRH area straight to
+    # ibv_create_ah_from_wc: for IPv4, 20 zero bytes and then the IPv4 header.
+    reply_ah = AH(b.pd, wc=wc, grh=b.mr.buf, port_num=PORT)
+    b.send(reply_ah, wc.src_qp, b'reply!')
+    b.wait(e.IBV_WC_SEND, 'UD reply send')
+    wc = a.wait(e.IBV_WC_RECV, 'UD reply receive')
+    got = a.mr.read(6, GRH_BYTES)
+    if wc.byte_len != GRH_BYTES + 6 or got != b'reply!':
+        sys.exit(f'FAIL UD reply: byte_len {wc.byte_len} payload {got!r}')
+    print('ok: UD reply addressed from the request\'s completion and GRH')
+
+
 def one_sided(src, dst, opcode, length, wr_id):
     sge = SGE(src.mr.buf, length, src.mr.lkey)
     return SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[sge],
@@ -123,6 +195,7 @@ def main():
     if (old, new) != (1234, 77):
         sys.exit(f'FAIL CMP_AND_SWP match: old {old} new {new}, expected 1234 77')
     print('ok: CMP_AND_SWP swaps only on a match')
+    ud_reply_from_wc()
     return 0
 
 

@@ -1,6 +1,7 @@
 // libibverbs.so.1 drop-in: Debian's pyverbs (python3-pyverbs, unmodified) opens uroce0,
 // registers memory, connects two RC QPs and checks an RDMA WRITE and both atomics byte for
-// byte (ibverbs_pyverbs.py says how).
+// byte, then answers a UD request through ibv_create_ah_from_wc (ibverbs_pyverbs.py says
+// how).
 #include <gtest/gtest.h>
 
 #include "ibverbs_test_util.hpp"
@@ -24,7 +25,8 @@ TEST(IbverbsPyverbs, RdmaWriteAndAtomicsBetweenTwoContexts) {
   EXPECT_EQ(r.output,
             "ok: RDMA WRITE of 1024 bytes\n"
             "ok: FETCH_AND_ADD 1000 + 234 = 1234, returned 1000\n"
-            "ok: CMP_AND_SWP swaps only on a match\n");
+            "ok: CMP_AND_SWP swaps only on a match\n"
+            "ok: UD reply addressed from the request's completion and GRH\n");
 }
 
 }  // namespace
