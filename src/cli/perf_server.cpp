@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "cli/perf_pattern.hpp"
 #include "cli/perf_run.hpp"
@@ -25,6 +26,7 @@ constexpr auto kChannelCheck = std::chrono::milliseconds(1);
 constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
 constexpr auto kRcDrainLimit = std::chrono::seconds(10);
 constexpr auto kSettleLimit = std::chrono::milliseconds(100);
+constexpr auto kUcSettle = std::chrono::seconds(1);
 
 // The server's state between the client's "end" and the reply.
 struct ServerSize {
@@ -86,18 +88,31 @@ bool serve_passive(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t si
     } else if (cmd == "check") {
       const uint64_t first = msg.value("first", uint64_t{0});
       const uint64_t count = std::min(msg.value("count", uint64_t{0}), s.ring_slots);
+      // UC completes a WRITE when it is sent, not when it lands: give the last packets of
+      // the round time to arrive before calling a byte wrong.
+      const auto settle = Clock::now() + (s.conn == PerfConnection::kUc ? kUcSettle : Nanos(0));
       ServerSize round;
-      for (int q = 0; q < s.num_qps && round.ok; ++q) {
-        for (uint64_t k = 0; k < count; ++k) {
-          if (const auto bad =
-                  check_pattern({ctx.slot(q, k), size}, perf_pattern_id(q, first + k, size))) {
-            round.fail(fmt::format("verify: RDMA WRITE {} on QP {} left a wrong byte at offset {}",
-                                   first + k, q, *bad));
-            break;
+      uint64_t round_checked = 0;
+      for (;;) {
+        round = ServerSize();
+        round_checked = 0;
+        for (int q = 0; q < s.num_qps && round.ok; ++q) {
+          for (uint64_t k = 0; k < count; ++k) {
+            if (const auto bad =
+                    check_pattern({ctx.slot(q, k), size}, perf_pattern_id(q, first + k, size))) {
+              round.fail(fmt::format(
+                  "verify: RDMA WRITE {} on QP {} left a wrong byte at offset {}{}", first + k, q,
+                  *bad,
+                  s.conn == PerfConnection::kUc ? " (UC does not retransmit lost packets)" : ""));
+              break;
+            }
+            round_checked += size;
           }
-          st.checked_bytes += size;
         }
+        if (round.ok || Clock::now() >= settle) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
+      st.checked_bytes += round_checked;
       if (!round.ok) st.fail(round.error);
       if (!sock.send_line(round.reply().dump())) return false;
     } else if (cmd == "end") {

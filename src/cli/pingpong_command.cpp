@@ -301,13 +301,6 @@ int run_pingpong(PingpongOptions& o) {
   std::string error;
   pp.dev = open_cli_device(o.device, error);
   if (!pp.dev) return fail(error);
-  std::unique_ptr<OobSocket> sock =
-      server ? OobSocket::accept_one(o.port, std::nullopt, error)
-             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
-  if (!sock) return fail(error);
-  const auto gid = choose_gid(*pp.dev, o.ib_port, o.gid_index, sock->local_address(), error);
-  if (!gid) return fail(error);
-  pp.gid = *gid;
   if (pp.ud) {
     const uint32_t mtu = ud_max_message(*pp.dev);
     if (pp.size > mtu) {
@@ -315,6 +308,13 @@ int run_pingpong(PingpongOptions& o) {
           fmt::format("Requested size larger than port MTU ({}); use -s {} or less", mtu, mtu));
     }
   }
+  std::unique_ptr<OobSocket> sock =
+      server ? OobSocket::accept_one(o.port, std::nullopt, error)
+             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
+  if (!sock) return fail(error);
+  const auto gid = choose_gid(*pp.dev, o.ib_port, o.gid_index, sock->local_address(), error);
+  if (!gid) return fail(error);
+  pp.gid = *gid;
   if (!init_ctx(pp, o.events, error)) return fail(error);
   const int routs_initial = pp.post_recv(pp.rx_depth);
   if (routs_initial < pp.rx_depth)
