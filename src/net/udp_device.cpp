@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "telemetry/device_telemetry.hpp"
+#include "wire/icrc.hpp"
 
 namespace uroce::net {
 
@@ -76,6 +77,14 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
       TxDatagram& d = tx_scratch_[run];
       d.data = std::span<const uint8_t>(s.buf.data(), s.len);
       d.ip = s.meta.ip;
+      if (port != nullptr && !port->has_source_port(d.ip.sport)) {
+        // The packet will leave from the bound port; the ICRC covers the UDP source port, so
+        // re-seal it for the port the peer will see (rare: the per-QP port was taken).
+        wire::IpContext sealed = s.meta.ip;
+        sealed.sport = port->port();
+        wire::write_icrc(sealed, s.buf.first(s.len));
+        d.ip.sport = 0;
+      }
       if (d.ip.dport == kRoceV2Port) d.ip.dport = udp_port_;
       d.tos = s.meta.tos;
       d.scope_id = 0;

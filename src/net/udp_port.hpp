@@ -153,6 +153,13 @@ class UdpPort {
   [[nodiscard]] std::optional<uint32_t> position() const { return position_; }
   [[nodiscard]] const IpAddr& local() const { return config_.local; }
   [[nodiscard]] uint16_t port() const { return port_; }
+  // Whether datagrams can leave from this UDP source port (opens the send-only socket on
+  // first use). When not, send_burst() sends from port(): the ICRC covers the source port,
+  // so a caller that cares must re-seal the packet for port() first.
+  [[nodiscard]] bool has_source_port(uint16_t sport) {
+    return sport == 0 || sport == port_ ||
+           (config_.per_qp_source_port && socket_for_sport(sport) >= 0);
+  }
   [[nodiscard]] int fd() const { return fd_; }
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   [[nodiscard]] const BufferReport& buffers() const { return buffers_; }

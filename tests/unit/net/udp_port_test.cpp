@@ -139,6 +139,11 @@ TEST(UdpPort, PerQpSourcePort) {
   socklen_t len = sizeof sa;
   getsockname(blocker, reinterpret_cast<sockaddr*>(&sa), &len);
   const uint16_t taken = ntohs(sa.sin_port);
+  // Callers that must re-seal the ICRC for the bound port can ask first.
+  EXPECT_FALSE(tx.has_source_port(taken));
+  EXPECT_TRUE(tx.has_source_port(0xC0DE));
+  EXPECT_TRUE(tx.has_source_port(0));
+  EXPECT_TRUE(tx.has_source_port(tx.port()));
   ASSERT_EQ(send_one(tx, p, tx.local(), b.value()->port(), 0, taken), 1u);
   auto got2 = receive(*b.value(), 1, 2s);
   ASSERT_EQ(got2.size(), 1u);
