@@ -29,7 +29,7 @@ class IbverbsAbi : public ::testing::Test {
     setenv("UROCE_PORT", std::to_string(free_port(SOCK_DGRAM)).c_str(), 1);
     setenv("UROCE_NETDEVS", "lo", 1);
     setenv("UROCE_QUIET", "1", 1);
-    lib_ = dlopen((lib_dir() + "/libibverbs.so.1").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    lib_ = dlopen((lib_dir() + "/libibverbs.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(lib_, nullptr) << dlerror();
     auto get_list = sym<decltype(&ibv_get_device_list)>(lib_, "ibv_get_device_list");
     free_list_ = sym<decltype(&ibv_free_device_list)>(lib_, "ibv_free_device_list");
