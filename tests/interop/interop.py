@@ -176,7 +176,7 @@ class Harness:
 
     def run_case(self, guest, case, pcap):
         tcpdump = subprocess.Popen(
-            ["tcpdump", "-i", "br0", "-s", "0", "-U", "-w", pcap, "udp port 4791"],
+            ["tcpdump", "-i", "br0", "-s", "0", "-B", "65536", "-U", "-w", pcap, "udp port 4791"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # tcpdump says "listening on br0" once its capture socket is open: wait for that line
         # so that the case's first packets are in the capture.
@@ -220,6 +220,10 @@ class Harness:
             time.sleep(0.3)
             tcpdump.terminate()
             tcpdump.wait()
+            stats = tcpdump.stderr.read().decode(errors="replace")
+        # The packet counts are what tcpdump kept; on a loaded machine it may drop some.
+        m = re.search(r"(\d+) packets? dropped by kernel", stats)
+        capture_drops = int(m.group(1)) if m else 0
         elapsed = time.time() - t0
         problems = []
         for side, res in (("server", server), ("client", client)):
@@ -232,7 +236,8 @@ class Harness:
         problems += dump["problems"]
         return {"name": case.name, "ok": not problems, "problems": problems,
                 "seconds": round(elapsed, 1), "packets": dump["packets"],
-                "server": server, "client": client, "pcap": pcap, "retransmits": dump["retransmits"]}
+                "server": server, "client": client, "pcap": pcap, "retransmits": dump["retransmits"],
+                "capture_drops": capture_drops}
 
     @staticmethod
     def where(case, side):
@@ -326,8 +331,10 @@ def main():
                        "client": empty, "pcap": None}
             results.append(res)
             status = "PASS" if res["ok"] else "FAIL"
-            print("%s %-58s %5.1fs %6d pkts%s" % (status, case.name, res["seconds"], res["packets"],
-                                                   " retx=%d" % res["retransmits"] if case.loss_percent else ""))
+            extra = " repeated=%d" % res["retransmits"] if case.loss_percent else ""
+            if res.get("capture_drops"):
+                extra += " (tcpdump dropped %d)" % res["capture_drops"]
+            print("%s %-58s %5.1fs %6d pkts%s" % (status, case.name, res["seconds"], res["packets"], extra))
             if not res["ok"]:
                 for p in res["problems"]:
                     print("     " + p)
@@ -340,7 +347,9 @@ def main():
         guest.stop()
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"boot_seconds": round(boot_s, 1) if results else None, "accel": guest.accel,
-                   "results": [{k: v for k, v in r.items() if k not in ("server", "client")} for r in results]},
+                   # Full outputs only for failed cases: they are what a finding needs.
+                   "results": [{k: v for k, v in r.items() if r["ok"] is False or k not in ("server", "client")}
+                               for r in results]},
                   f, indent=1)
     passed = sum(r["ok"] for r in results)
     print("interop: %d passed, %d failed (pcaps and results.json in %s)" % (passed, len(results) - passed, outdir))
