@@ -17,6 +17,10 @@ namespace {
 using Addr = std::array<uint8_t, 16>;
 constexpr uint32_t kPsnMask = 0xFFFFFF;
 constexpr size_t kThroughputBuckets = 10;
+// A packet seen twice within this time and with no NAK or RNR NAK in between is one packet
+// captured on its way out and on its way in (both ends on this host), not a retransmission:
+// a real one needs a NAK first or an ACK timeout (67 ms at the usual timeout 14).
+constexpr double kCopyWindowS = 0.010;
 
 uint32_t psn_diff(uint32_t a, uint32_t b) {
   return (a - b) & kPsnMask;
@@ -69,7 +73,16 @@ struct ReqFlow {
   std::unordered_map<uint32_t, double> first_sent;  // PSN -> time of its first send
   RespKind last_resp = RespKind::kNone;
   double last_resp_t = 0;
+  double last_nak_t = -1;  // last NAK or RNR NAK (not reset by an episode)
   std::vector<std::pair<double, uint64_t>> samples;  // (time, payload bytes) of new packets
+  struct LastResp {
+    uint8_t opcode = 0xff;
+    uint32_t psn = 0;
+    uint8_t syndrome = 0;
+    bool operator==(const LastResp&) const = default;
+  };
+  LastResp last_resp_key;
+  double last_resp_key_t = -1;
 };
 
 using FlowKey = std::tuple<Addr, Addr, uint32_t>;
@@ -93,6 +106,17 @@ void on_request(ReqFlow& f, uint64_t frame, double t, const wire::ParsedPacket& 
     f.first_psn = psn;
   } else if (s.transport != "UD") {
     const uint32_t d = psn_diff(psn, f.next_psn);
+    auto first = f.first_sent.find(psn);
+    const bool nak_since = first != f.first_sent.end() && f.last_nak_t > first->second;
+    if (d >= 0x800000 && first != f.first_sent.end() && t - first->second < kCopyWindowS &&
+        !nak_since) {
+      // The same packet again within 10 ms and no NAK in between: a capture
+      // on a host running both ends sees it sent and received, not retransmitted.
+      --s.request_packets;
+      s.request_bytes -= p.payload.size();
+      ++s.duplicate_copies;
+      return;
+    }
     if (d >= 0x800000) {
       fresh = false;  // before the next expected PSN: sent again
       ++s.retransmitted_packets;
@@ -145,6 +169,13 @@ void on_request(ReqFlow& f, uint64_t frame, double t, const wire::ParsedPacket& 
 void on_response(ReqFlow& f, double t, const wire::ParsedPacket& p) {
   ConnectionSummary& s = f.sum;
   const uint16_t flags = p.info->flags;
+  const ReqFlow::LastResp key{p.hdr.bth.opcode, p.hdr.bth.psn.value(), p.hdr.aeth.syndrome};
+  if (key == f.last_resp_key && t - f.last_resp_key_t < kCopyWindowS) {
+    ++s.duplicate_copies;  // the same response seen sent and received (see on_request)
+    return;
+  }
+  f.last_resp_key = key;
+  f.last_resp_key_t = t;
   if ((flags & wire::kIsReadResponse) != 0) {
     s.read_response_bytes += p.payload.size();
     s.last_s = std::max(s.last_s, t);
@@ -167,10 +198,12 @@ void on_response(ReqFlow& f, double t, const wire::ParsedPacket& p) {
       f.last_resp = RespKind::kAck;
       break;
     case wire::AethType::kRnrNak:
+      f.last_nak_t = t;
       ++s.rnr_naks;
       f.last_resp = RespKind::kRnr;
       break;
     case wire::AethType::kNak:
+      f.last_nak_t = t;
       ++s.naks[nak_name(aeth.value())];
       f.last_resp = aeth.value() == 0 ? RespKind::kNakSeq : RespKind::kNakOther;
       break;
@@ -337,6 +370,11 @@ std::string format_analysis_text(const CaptureAnalysis& a) {
     fmt::format_to(b,
                    "  RNR NAKs {} (waited {:.3f} ms); CNPs {}; PSN gaps {} ({} packets missing)\n",
                    c.rnr_naks, c.rnr_wait_s * 1e3, c.cnps, c.psn_gaps, c.psn_gap_packets);
+    if (c.duplicate_copies != 0) {
+      fmt::format_to(b,
+                     "  {} packets captured twice (sent and received on this host), counted once\n",
+                     c.duplicate_copies);
+    }
     std::string rates;
     for (double r : c.throughput_mbps) rates += fmt::format(" {:.1f}", r);
     fmt::format_to(b, "  throughput (request and READ response payload) Mbit/s per {:.3f} ms:{}\n",
@@ -383,6 +421,7 @@ nlohmann::json analysis_json(const CaptureAnalysis& a) {
     jc["rnr_naks"] = c.rnr_naks;
     jc["rnr_wait_s"] = c.rnr_wait_s;
     jc["cnps"] = c.cnps;
+    jc["duplicate_copies"] = c.duplicate_copies;
     jc["psn_gaps"] = c.psn_gaps;
     jc["psn_gap_packets"] = c.psn_gap_packets;
     jc["throughput_mbps"] = c.throughput_mbps;

@@ -47,6 +47,7 @@ struct ConnectionSummary {
   uint64_t rnr_naks = 0;
   double rnr_wait_s = 0;
   uint64_t cnps = 0;
+  uint64_t duplicate_copies = 0;  // the same packet captured leaving and arriving (one host)
   double first_s = 0, last_s = 0;
   std::vector<double> throughput_mbps;  // request + READ response payload per time bucket
   double bucket_s = 0;

@@ -10,5 +10,8 @@ namespace uroce::cli {
 Subcommand add_stat_command(CLI::App& app);
 // `uroce doctor [--peer HOST] [--listen] [--json]`: the classic RoCE misconfigurations.
 Subcommand add_doctor_command(CLI::App& app);
+// Adds --metrics ADDR:PORT and --capture FILE.pcap to `uroce perf` and `uroce pingpong`
+// (call after every subcommand was added).
+void add_telemetry_options(CLI::App& app);
 
 }  // namespace uroce::cli

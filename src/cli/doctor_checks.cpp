@@ -386,8 +386,9 @@ CheckResult check_dscp_ecn() {
   const std::string ecn = trim(read_text_file("/proc/sys/net/ipv4/tcp_ecn"));
   r.detail =
       "uroce sends the TOS byte of each QP's traffic_class (default 0: DSCP 0, Not-ECT); "
-      "lossless RoCE fabrics usually classify DSCP 26 with ECT(0) (traffic_class 106, "
-      "e.g. uroce perf --tclass 106); a peer probe reports what arrives (see 'tos' below)";
+      "lossless RoCE fabrics usually classify DSCP 26 with ECT(0): traffic_class 106 in the "
+      "address vector (ibv_modify_qp ah_attr.grh.traffic_class); with --peer, the tos check "
+      "shows what arrives";
   if (!ecn.empty()) r.detail += "; net.ipv4.tcp_ecn=" + ecn + " (TCP only, does not affect RoCE)";
   return r;
 }

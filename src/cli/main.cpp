@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   std::vector<uroce::cli::Subcommand> commands;
   commands.reserve(kCommands.size());
   for (AddCommand add : kCommands) commands.push_back(add(app));
+  uroce::cli::add_telemetry_options(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,7 +7,8 @@
 //                       packets actually sent / received; no engine lock is held
 //   on_pass             after every I/O pass, no lock held; the observer rate-limits itself
 //                       (it may read counters through the Device, which takes engine_mu_)
-//   on_idle             the progress thread is about to sleep: publish what is pending
+//   on_idle             the progress thread is about to sleep, or an application thread's
+//                       progress() pass did work: publish what is pending
 //   on_qp_*             after a successful create / modify / destroy, from the caller's thread
 //   on_completion_error poll_cq returned a completion with an error status (no lock held)
 // A Device without an observer pays one null check per burst and per poll_cq.

@@ -100,7 +100,11 @@ bool Device::flush_tx() {
 bool Device::progress() {
   std::unique_lock io(io_mu_, std::try_to_lock);
   if (!io.owns_lock()) return false;
-  return io_pass();
+  const bool worked = io_pass();
+  // The progress thread may sleep through what this application-driven pass did: let the
+  // observer publish it now rather than at the thread's next pass.
+  if (worked && config_.observer) config_.observer->on_idle(now(), *this);
+  return worked;
 }
 
 void Device::kick() {

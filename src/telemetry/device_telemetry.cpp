@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 
 #include "telemetry/explain.hpp"
 
@@ -31,6 +33,31 @@ std::vector<uint64_t> published_values(const transport::Counters& c, uint64_t ac
   return v;
 }
 
+// Devices of one process with the same name (tests open two "uroce0") get distinct labels,
+// "uroce0", "uroce0.1", ..., so their segments and Prometheus series never collide.
+std::mutex& labels_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::set<std::string>& labels_in_use() {
+  static std::set<std::string> labels;
+  return labels;
+}
+
+std::string claim_label(const std::string& name) {
+  std::lock_guard lock(labels_mu());
+  std::string label = name;
+  for (int n = 1; labels_in_use().contains(label); ++n) label = name + "." + std::to_string(n);
+  labels_in_use().insert(label);
+  return label;
+}
+
+void release_label(const std::string& label) {
+  std::lock_guard lock(labels_mu());
+  labels_in_use().erase(label);
+}
+
 }  // namespace
 
 const std::vector<std::string>& published_counter_names() {
@@ -45,6 +72,7 @@ const std::vector<std::string>& published_counter_names() {
 }
 
 DeviceTelemetry::DeviceTelemetry(TelemetryOptions options) : options_(std::move(options)) {
+  options_.device = claim_label(options_.device);
   latest_.device = options_.device;
   latest_.pid = getpid();
   latest_.names = published_counter_names();
@@ -80,9 +108,12 @@ std::shared_ptr<DeviceTelemetry> DeviceTelemetry::create(TelemetryOptions option
 DeviceTelemetry::~DeviceTelemetry() {
   if (metrics_) metrics_->remove(this);
   if (capture_) capture_->flush();
+  release_label(options_.device);
 }
 
 void DeviceTelemetry::on_tx(TimePoint now, std::span<const transport::TxSlot> sent) {
+  // Packets built by an application thread's flush change counters outside a pass.
+  tx_outside_pass_.store(true, std::memory_order_relaxed);
   if (capture_) capture_->write_sent(sent);
   if (!options_.measure_rtt) return;
   std::lock_guard lock(qp_mu_);
@@ -114,7 +145,8 @@ void DeviceTelemetry::on_pass(TimePoint now, const device::Device& dev) {
 void DeviceTelemetry::on_idle(TimePoint now, const device::Device& dev) {
   {
     std::lock_guard lock(publish_mu_);
-    if (passes_since_publish_ == 0) return;
+    const bool sent = tx_outside_pass_.exchange(false, std::memory_order_relaxed);
+    if (passes_since_publish_ == 0 && !sent) return;
     last_publish_ = now;
     passes_since_publish_ = 0;
   }

@@ -15,6 +15,7 @@
 //   device_config.observer = t;
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,11 +33,11 @@
 namespace uroce::telemetry {
 
 struct TelemetryOptions {
-  std::string device = "uroce0";
-  bool shm = true;          // publish for `uroce stat`
-  std::string metrics;      // ADDR:PORT of the Prometheus endpoint; empty: none
-  std::string capture;      // pcap path; empty: none
-  bool measure_rtt = true;  // parse sent/received BTHs for round trips (cheap, per packet)
+  std::string device = "uroce0";  // a second device of this name in the process: "uroce0.1"
+  bool shm = true;                // publish for `uroce stat`
+  std::string metrics;            // ADDR:PORT of the Prometheus endpoint; empty: none
+  std::string capture;            // pcap path; empty: none
+  bool measure_rtt = true;        // parse sent/received BTHs for round trips (cheap, per packet)
   std::function<void(const std::string&)> log;  // error-completion lines; empty: stderr
 };
 
@@ -89,6 +90,7 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   std::mutex publish_mu_;
   TimePoint last_publish_{};
   uint64_t passes_since_publish_ = 0;
+  std::atomic<bool> tx_outside_pass_{false};
 
   mutable std::mutex latest_mu_;
   DeviceSnapshot latest_;

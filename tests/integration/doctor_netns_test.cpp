@@ -1,0 +1,167 @@
+// `uroce doctor` names each classic misconfiguration with a FAIL line and the fix: created
+// for real in two network namespaces joined by a veth pair (root; skipped otherwise) — an
+// MTU mismatch, an nftables rule dropping UDP 4791 — and a low memlock limit (prlimit on
+// the doctor process; no root needed).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "device_integration_util.hpp"
+
+namespace uroce::itest {
+namespace {
+
+std::string uroce_bin() {
+  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+}
+
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+bool sh(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+const nlohmann::json* find_check(const nlohmann::json& checks, const std::string& name) {
+  for (const auto& c : checks) {
+    if (c["check"] == name) return &c;
+  }
+  return nullptr;
+}
+
+class DoctorNetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for network namespaces";
+    const std::string id = std::to_string(getpid() % 100000);
+    a_ = "urdoc-a-" + id;
+    b_ = "urdoc-b-" + id;
+    va_ = "urda" + id;
+    vb_ = "urdb" + id;
+    if (!sh("ip netns add " + a_) || !sh("ip netns add " + b_)) {
+      GTEST_SKIP() << "cannot create network namespaces here";
+    }
+    ASSERT_TRUE(
+        sh("ip link add " + va_ + " netns " + a_ + " type veth peer name " + vb_ + " netns " + b_));
+    ASSERT_TRUE(sh("ip -n " + a_ + " addr add 10.231.0.1/24 dev " + va_));
+    ASSERT_TRUE(sh("ip -n " + b_ + " addr add 10.231.0.2/24 dev " + vb_));
+    for (const auto& [ns, dev] : {std::pair{a_, va_}, std::pair{b_, vb_}}) {
+      ASSERT_TRUE(sh("ip -n " + ns + " link set " + dev + " up"));
+      ASSERT_TRUE(sh("ip -n " + ns + " link set lo up"));
+    }
+  }
+  void TearDown() override {
+    if (!a_.empty()) sh("ip netns del " + a_);
+    if (!b_.empty()) sh("ip netns del " + b_);
+  }
+
+  // Starts `uroce doctor --listen` in B, then runs `uroce doctor --peer` in A.
+  nlohmann::json doctor_from_a() {
+    const pid_t listener = fork();
+    if (listener == 0) {
+      const std::string cmd = "exec ip netns exec " + b_ + " " + uroce_bin() +
+                              " doctor --listen --count 20 --timeout 15 >/dev/null 2>&1";
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto [st, out] =
+        run("ip netns exec " + a_ + " " + uroce_bin() + " doctor --peer 10.231.0.2 --json");
+    kill(listener, SIGTERM);
+    int ws = 0;
+    waitpid(listener, &ws, 0);
+    last_status_ = st;
+    return nlohmann::json::parse(out, nullptr, false);
+  }
+
+  std::string a_, b_, va_, vb_;
+  int last_status_ = -1;
+};
+
+TEST_F(DoctorNetnsTest, HealthyPathPasses) {
+  const nlohmann::json j = doctor_from_a();
+  ASSERT_FALSE(j.is_discarded());
+  for (const char* name : {"udp_reachability", "mtu_path", "mtu_peer", "tos"}) {
+    const auto* c = find_check(j, name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_EQ((*c)["level"], "PASS") << j.dump(2);
+  }
+  const auto* gid = find_check(j, "gid");
+  ASSERT_NE(gid, nullptr);
+  EXPECT_NE((*gid)["detail"].get<std::string>().find(
+                "to reach the peer use GID index 1 (10.231.0.1 on " + va_ + ")"),
+            std::string::npos)
+      << (*gid)["detail"];
+}
+
+TEST_F(DoctorNetnsTest, MtuMismatchOnTheVethPairIsAFail) {
+  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
+  const nlohmann::json j = doctor_from_a();
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(last_status_, 1);
+  const auto* path = find_check(j, "mtu_path");
+  ASSERT_NE(path, nullptr) << j.dump(2);
+  EXPECT_EQ((*path)["level"], "FAIL");
+  EXPECT_NE(
+      (*path)["detail"].get<std::string>().find("the peer's netdev MTU is 1500 (active_mtu 1024)"),
+      std::string::npos)
+      << (*path)["detail"];
+  EXPECT_EQ((*path)["fix"].get<std::string>().rfind("ip link set dev " + va_ + " mtu 1500", 0), 0u)
+      << (*path)["fix"];
+}
+
+TEST_F(DoctorNetnsTest, NftablesDropOfUdp4791IsAFailOnBothSides) {
+  if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
+  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urtest"));
+  ASSERT_TRUE(sh("ip netns exec " + b_ +
+                 " nft add chain inet urtest input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add rule inet urtest input udp dport 4791 drop"));
+
+  const nlohmann::json j = doctor_from_a();
+  ASSERT_FALSE(j.is_discarded());
+  const auto* reach = find_check(j, "udp_reachability");
+  ASSERT_NE(reach, nullptr);
+  EXPECT_EQ((*reach)["level"], "FAIL");
+  EXPECT_NE((*reach)["fix"].get<std::string>().find("nft list ruleset | grep 4791"),
+            std::string::npos);
+
+  // On B itself the local firewall check names the rule and the command that deletes it.
+  auto [st, out] = run("ip netns exec " + b_ + " " + uroce_bin() + " doctor");
+  EXPECT_EQ(st, 1);
+  auto [hst, handles] = run("ip netns exec " + b_ + " nft -a list chain inet urtest input");
+  const size_t at = handles.find("drop # handle ");
+  ASSERT_NE(at, std::string::npos) << handles;
+  const std::string handle = handles.substr(at + 14, handles.find('\n', at) - at - 14);
+  EXPECT_NE(
+      out.find("FAIL firewall: 1 rule(s) drop UDP port 4791 (RoCE v2): nft: udp dport 4791 drop"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("     fix: nft delete rule inet urtest input handle " + handle + "\n"),
+            std::string::npos)
+      << out;
+}
+
+TEST(DoctorMemlockTest, LowMemlockLimitIsAFailWithTheFix) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "prlimit not installed";
+  auto [st, out] = run("/usr/bin/prlimit --memlock=65536:65536 " + uroce_bin() + " doctor");
+  EXPECT_EQ(st, 1);
+  EXPECT_NE(out.find("FAIL memlock: ulimit -l 64 KiB: pinned (mlock'd) memory regions are limited "
+                     "to that; registering a pinned MR of 1 MiB fails with ENOMEM\n"
+                     "     fix: ulimit -l unlimited"),
+            std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace uroce::itest

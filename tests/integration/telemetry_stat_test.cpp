@@ -1,0 +1,302 @@
+// Telemetry of real devices over UDP on 127.0.0.1, seen from outside the process:
+// `uroce stat` reads the shared-memory counters exactly, the Prometheus endpoint
+// (UROCE_METRICS) passes promtool and is scraped by a real prometheus server, UROCE_CAPTURE
+// writes a pcap whose every frame verifies and that `uroce dump --analyze` summarises, and a
+// RETRY_EXC_ERR completion is explained in the log and in `uroce stat`.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+#include "device_integration_util.hpp"
+#include "wire/frame.hpp"
+#include "wire/icrc.hpp"
+#include "wire/pcap_file.hpp"
+
+namespace uroce::itest {
+namespace {
+
+constexpr int kMessages = 20;
+constexpr size_t kMessageBytes = 4096;
+
+std::string uroce_bin() {
+  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+}
+
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+uint16_t free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class TelemetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("UROCE_STAT_DIR", stat_dir_.path().c_str(), 1);
+    metrics_port_ = free_tcp_port();
+    setenv("UROCE_METRICS", ("127.0.0.1:" + std::to_string(metrics_port_)).c_str(), 1);
+    capture_ = stat_dir_.path() + "/capture.pcap";
+    setenv("UROCE_CAPTURE", capture_.c_str(), 1);
+    port_ = pick_udp_port();
+    auto a = Device::open(loopback_options(port_, registry_.path()));
+    ASSERT_TRUE(a.is_ok()) << a.error().message;
+    auto b = Device::open(loopback_options(port_, registry_.path()));
+    ASSERT_TRUE(b.is_ok()) << b.error().message;
+    a_ = std::make_unique<Side>(std::move(a.value()), 1 << 20);
+    b_ = std::make_unique<Side>(std::move(b.value()), 1 << 20);
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    unsetenv("UROCE_METRICS");
+    unsetenv("UROCE_CAPTURE");
+    unsetenv("UROCE_STAT_DIR");
+  }
+
+  // kMessages SENDs of kMessageBytes from qa to qb, all completed.
+  void traffic(QueuePair& qa, QueuePair& qb) {
+    ASSERT_TRUE(connect_qp(qa, 100, QpEndpoint{qb.qp_num(), 200, b_->gid()}));
+    ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, a_->gid()}));
+    const Sge r = b_->mr.sge(0, kMessageBytes);
+    for (int i = 0; i < kMessages; ++i)
+      ASSERT_TRUE(qb.post_recv(RecvWr{uint64_t(i), std::span<const Sge>(&r, 1)}));
+    const Sge s = a_->mr.sge(0, kMessageBytes);
+    for (int i = 0; i < kMessages; ++i)
+      ASSERT_TRUE(qa.post_send(make_wr(i, WrOpcode::kSend, &s, 1)));
+    ASSERT_EQ(wait_wcs(a_->cq, kMessages).size(), size_t(kMessages));
+    ASSERT_EQ(wait_wcs(b_->cq, kMessages).size(), size_t(kMessages));
+    // Both progress threads go idle and publish their final counters.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  TempDir registry_;
+  TempDir stat_dir_;
+  uint16_t port_ = 0;
+  uint16_t metrics_port_ = 0;
+  std::string capture_;
+  std::unique_ptr<Side> a_;
+  std::unique_ptr<Side> b_;
+};
+
+TEST_F(TelemetryTest, StatReadsTheCountersOfThisProcessExactly) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  traffic(qa, qb);
+  const Counters ca = *qa.counters();
+
+  auto [status, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() +
+                           " stat --json --pid " + std::to_string(getpid()));
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j.size(), 2u);  // two devices in this process
+  const nlohmann::json* qp = nullptr;
+  for (const auto& dev : j) {
+    EXPECT_EQ(dev["pid"], getpid());
+    for (const auto& q : dev["qps"]) {
+      if (q["qpn"] == qa.qp_num()) qp = &q;
+    }
+  }
+  ASSERT_NE(qp, nullptr) << out;
+  EXPECT_EQ((*qp)["state"], "RTS");
+  EXPECT_EQ((*qp)["type"], "RC");
+  EXPECT_EQ((*qp)["peer"], "127.0.0.1");
+  EXPECT_EQ((*qp)["remote_qpn"], qb.qp_num());
+  for (size_t i = 0; i < transport::kCounterCount; ++i) {
+    EXPECT_EQ((*qp)["counters"][std::string(transport::kCounterNames[i])], ca.values[i])
+        << transport::kCounterNames[i];
+  }
+  EXPECT_EQ((*qp)["counters"]["rdma_sends"], kMessages);
+  EXPECT_GE((*qp)["rtt"]["count"].get<uint64_t>(), 1u);
+  EXPECT_EQ((*qp)["counters"]["acks_rcvd"], ca[transport::Counter::kRcvdPkts]);
+
+  auto [qst, qout] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
+                         std::to_string(qa.qp_num()) + " --pid " + std::to_string(getpid()));
+  ASSERT_EQ(qst, 0);
+  EXPECT_NE(qout.find(fmt::format("qp {} type RC state RTS peer 127.0.0.1 rqpn {} rtt avg",
+                                  qa.qp_num(), qb.qp_num())),
+            std::string::npos)
+      << qout;
+  EXPECT_NE(qout.find(fmt::format("rdma_sends {}", kMessages)), std::string::npos) << qout;
+}
+
+TEST_F(TelemetryTest, PrometheusEndpointPassesPromtoolAndIsScraped) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  traffic(qa, qb);
+
+  httplib::Client http("127.0.0.1", metrics_port_);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer on " << metrics_port_;
+  ASSERT_EQ(res->status, 200);
+  const Counters da = a_->dev.counters();
+  const std::string& page = res->body;
+  EXPECT_NE(page.find(fmt::format("uroce_sent_pkts_total{{device=\"uroce0\"}} {}\n",
+                                  da[transport::Counter::kSentPkts])),
+            std::string::npos);
+  EXPECT_NE(page.find(fmt::format("uroce_qp_rdma_sends_total{{device=\"uroce0\",qp=\"{}\"}} {}\n",
+                                  qa.qp_num(), kMessages)),
+            std::string::npos);
+  EXPECT_NE(page.find(fmt::format("uroce_qp_rtt_seconds_count{{device=\"uroce0\",qp=\"{}\"}}",
+                                  qa.qp_num())),
+            std::string::npos);
+
+  if (std::filesystem::exists("/usr/bin/promtool")) {
+    std::ofstream(stat_dir_.path() + "/metrics.txt") << page;
+    auto [st, out] =
+        run("/usr/bin/promtool check metrics < " + stat_dir_.path() + "/metrics.txt 2>&1");
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_EQ(out, "");
+  }
+
+  if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "prometheus not installed";
+  const uint16_t prom_port = free_tcp_port();
+  const std::string cfg = stat_dir_.path() + "/prometheus.yml";
+  std::ofstream(cfg) << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: uroce\n"
+                        "    static_configs:\n      - targets: ['127.0.0.1:"
+                     << metrics_port_ << "']\n";
+  const pid_t prom = fork();
+  if (prom == 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    const std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(prom_port);
+    const std::string tsdb = "--storage.tsdb.path=" + stat_dir_.path() + "/tsdb";
+    const std::string config = "--config.file=" + cfg;
+    execl("/usr/bin/prometheus", "prometheus", config.c_str(), tsdb.c_str(), listen.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  httplib::Client api("127.0.0.1", prom_port);
+  const std::string query = "/api/v1/query?query=uroce_sent_pkts_total%7Bdevice%3D%22uroce0%22%7D";
+  std::string value;
+  for (int i = 0; i < 60 && value.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto r = api.Get(query.c_str());
+    if (!r || r->status != 200) continue;
+    auto j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || j["data"]["result"].empty()) continue;
+    value = j["data"]["result"][0]["value"][1].get<std::string>();
+  }
+  kill(prom, SIGTERM);
+  int st = 0;
+  waitpid(prom, &st, 0);
+  EXPECT_EQ(value, std::to_string(da[transport::Counter::kSentPkts]));
+}
+
+TEST_F(TelemetryTest, CaptureHoldsEveryPacketAndAnalyzes) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  traffic(qa, qb);
+  const Counters ca = a_->dev.counters();
+  const Counters cb = b_->dev.counters();
+  a_.reset();  // closes the devices: the capture is flushed and closed
+  b_.reset();
+
+  wire::PcapReader reader;
+  ASSERT_TRUE(reader.open(capture_)) << reader.error();
+  wire::CapturedFrame f;
+  uint64_t frames = 0, verified = 0;
+  while (reader.next(f)) {
+    ++frames;
+    wire::RoceFrame rf;
+    if (wire::decap_frame(reader.link_type(), f.bytes, rf) == wire::FrameError::kOk &&
+        wire::verify_icrc_ip_datagram(rf.ip_datagram)) {
+      ++verified;
+    }
+  }
+  // Each packet once as sent and once as received (both devices are in this process).
+  const uint64_t sent = ca[transport::Counter::kSentPkts] + cb[transport::Counter::kSentPkts];
+  const uint64_t rcvd = ca[transport::Counter::kRcvdPkts] + cb[transport::Counter::kRcvdPkts];
+  EXPECT_EQ(frames, sent + rcvd);
+  EXPECT_EQ(verified, frames);
+
+  auto [st, out] = run(uroce_bin() + " dump --analyze --json " + capture_);
+  ASSERT_EQ(st, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  uint64_t messages = 0, retrans = 0;
+  for (const auto& c : j["connections"]) {
+    messages += c["messages"].get<uint64_t>();
+    retrans += c["retransmitted_packets"].get<uint64_t>();
+  }
+  // Every packet is in the file twice (sent by one device, received by the other): the
+  // analysis counts each once and says so.
+  EXPECT_EQ(messages, uint64_t{kMessages});
+  EXPECT_EQ(retrans, 0u);
+  EXPECT_EQ(j["connections"].size(), 1u);
+  EXPECT_EQ(j["connections"][0]["duplicate_copies"].get<uint64_t>() +
+                j["connections"][0]["request_packets"].get<uint64_t>() +
+                j["connections"][0]["acks"].get<uint64_t>(),
+            frames);
+}
+
+TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  ConnectOptions opt;
+  opt.timeout = 1;  // 8 us, rounded up to the engine's minimum ACK timeout
+  opt.retry_cnt = 1;
+  // QP 0x3fffff exists nowhere: every request is dropped (drop_bad_qpn), nothing answers.
+  ASSERT_TRUE(connect_qp(qa, 1, QpEndpoint{0x3fffff, 1, b_->gid()}, opt));
+  const std::string log = stat_dir_.path() + "/stderr.txt";
+  fflush(stderr);
+  const int saved = dup(2);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 2);
+  const Sge s = a_->mr.sge(0, 64);
+  ASSERT_TRUE(qa.post_send(make_wr(1, WrOpcode::kSend, &s, 1)));
+  auto wcs = wait_wcs(a_->cq, 1, std::chrono::seconds(20));
+  fflush(stderr);
+  dup2(saved, 2);
+  close(fd);
+  close(saved);
+  ASSERT_EQ(wcs.size(), 1u);
+  ASSERT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+  std::ifstream in(log);
+  std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string why =
+      "retry_exceeded_err=1 with 0 packets received from 127.0.0.1: peer unreachable or UDP 4791 "
+      "blocked — run uroce doctor --peer 127.0.0.1";
+  EXPECT_EQ(logged,
+            fmt::format("uroce: uroce0 QP {}: IBV_WC_RETRY_EXC_ERR (12): {}\n", qa.qp_num(), why));
+
+  auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
+                       std::to_string(qa.qp_num()));
+  ASSERT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("state ERR"), std::string::npos) << out;
+  EXPECT_NE(out.find("    error IBV_WC_RETRY_EXC_ERR (12): " + why + "\n"), std::string::npos)
+      << out;
+}
+
+TEST(TelemetryStatTest, NoProcessIsAnErrorWithAReason) {
+  TempDir empty;
+  auto [st, out] = run("UROCE_STAT_DIR=" + empty.path() + " " + uroce_bin() + " stat 2>&1");
+  EXPECT_EQ(st, 1);
+  EXPECT_EQ(out,
+            "uroce stat: no running uroce process publishes counters in " + empty.path() + "\n");
+}
+
+}  // namespace
+}  // namespace uroce::itest

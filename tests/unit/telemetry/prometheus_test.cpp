@@ -1,0 +1,81 @@
+// Prometheus text exposition of snapshots: exact lines, and Debian's promtool accepts the
+// whole page (skipped when promtool is not installed).
+#include "telemetry/prometheus.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "telemetry/device_telemetry.hpp"
+
+namespace uroce::telemetry {
+namespace {
+
+DeviceSnapshot snapshot() {
+  DeviceSnapshot s;
+  s.device = "uroce0";
+  s.pid = 42;
+  s.names = {"sent_pkts", "bytes_sent", "drop_bad_qpn", "retransmitted_pkts"};
+  s.values = {10, 4096, 3, 2};
+  s.published_unix_ns = 1'000'000'000;
+  QpSnapshot q;
+  q.qpn = 17;
+  q.state = 3;
+  q.values = {7, 2048, 0, 2};
+  q.rtt.add(std::chrono::microseconds(3));
+  q.rtt.add(std::chrono::microseconds(30));
+  s.qps.push_back(q);
+  return s;
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.starts_with(line + "\n");
+}
+
+TEST(PrometheusTest, CountersDropsAndHistogramLines) {
+  const std::string t = render_prometheus({snapshot()}, 1'500'000'000);
+  EXPECT_TRUE(has_line(t, "# TYPE uroce_sent_pkts_total counter"));
+  EXPECT_TRUE(has_line(t, "uroce_sent_pkts_total{device=\"uroce0\"} 10"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_sent_pkts_total{device=\"uroce0\",qp=\"17\"} 7"));
+  EXPECT_TRUE(has_line(t, "uroce_sent_bytes_total{device=\"uroce0\"} 4096"));
+  EXPECT_TRUE(has_line(t, "uroce_retransmitted_pkts_total{device=\"uroce0\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_rx_drops_total{device=\"uroce0\",reason=\"bad_qpn\"} 3"));
+  EXPECT_EQ(t.find("uroce_drop_bad_qpn"), std::string::npos);
+  EXPECT_TRUE(has_line(t, "# TYPE uroce_qp_rtt_seconds histogram"));
+  EXPECT_TRUE(
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"2e-06\"} 0"));
+  EXPECT_TRUE(
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"4e-06\"} 1"));
+  EXPECT_TRUE(
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"3.2e-05\"} 2"));
+  EXPECT_TRUE(
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"+Inf\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_sum{device=\"uroce0\",qp=\"17\"} 3.3e-05"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_count{device=\"uroce0\",qp=\"17\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_state{device=\"uroce0\",qp=\"17\"} 3"));
+  EXPECT_TRUE(has_line(t, "uroce_snapshot_age_seconds{device=\"uroce0\"} 0.5"));
+}
+
+TEST(PrometheusTest, PromtoolAcceptsEveryEngineCounter) {
+  if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed";
+  DeviceSnapshot s = snapshot();
+  s.names = published_counter_names();
+  s.values.assign(s.names.size(), 1);
+  s.qps[0].values.assign(s.names.size(), 1);
+  const std::string path = std::filesystem::temp_directory_path() / "uroce-promtool-test.txt";
+  std::ofstream(path) << render_prometheus({s}, s.published_unix_ns);
+  FILE* p = popen(("/usr/bin/promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int status = pclose(p);
+  std::filesystem::remove(path);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "");
+}
+
+}  // namespace
+}  // namespace uroce::telemetry

@@ -1,0 +1,158 @@
+// The shared-memory counters segment: exact round trip of every field, stale segments of
+// dead processes removed, and a reader never seeing a half-written snapshot.
+#include "telemetry/shm_segment.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace uroce::telemetry {
+namespace {
+
+class ShmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/uroce-shm-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    setenv("UROCE_STAT_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("UROCE_STAT_DIR");
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+const std::vector<std::string> kNames = {"sent_pkts", "rcvd_pkts", "retry_exceeded_err"};
+
+DeviceSnapshot sample() {
+  DeviceSnapshot s;
+  s.device = "uroce0";
+  s.pid = getpid();
+  s.names = kNames;
+  s.values = {10, 9, 1};
+  s.published_unix_ns = 1234567890123ULL;
+  QpSnapshot q;
+  q.qpn = 0x11;
+  q.remote_qpn = 0x12;
+  q.remote_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+  q.qp_type = 2;
+  q.state = 6;
+  q.last_error_status = 12;
+  q.error_completions = 1;
+  q.rtt.add(std::chrono::microseconds(30));
+  q.values = {10, 0, 1};
+  s.qps.push_back(q);
+  return s;
+}
+
+TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
+  std::string error;
+  auto pub = ShmPublisher::create("uroce0", kNames, &error);
+  ASSERT_NE(pub, nullptr) << error;
+  EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-uroce0");
+  pub->publish(sample());
+  auto all = read_segments({});
+  ASSERT_EQ(all.size(), 1u);
+  const DeviceSnapshot& r = all[0];
+  EXPECT_EQ(r.device, "uroce0");
+  EXPECT_EQ(r.pid, getpid());
+  EXPECT_EQ(r.names, kNames);
+  EXPECT_EQ(r.values, (std::vector<uint64_t>{10, 9, 1}));
+  EXPECT_EQ(r.published_unix_ns, 1234567890123ULL);
+  ASSERT_EQ(r.qps.size(), 1u);
+  EXPECT_EQ(r.qps[0].qpn, 0x11u);
+  EXPECT_EQ(r.qps[0].remote_qpn, 0x12u);
+  EXPECT_EQ(gid_address(r.qps[0].remote_gid), "10.0.0.2");
+  EXPECT_EQ(r.qps[0].state, 6);
+  EXPECT_EQ(r.qps[0].last_error_status, 12);
+  EXPECT_EQ(r.qps[0].rtt.count, 1u);
+  EXPECT_EQ(r.qps[0].rtt.sum_ns, 30000u);
+  EXPECT_EQ(r.qps[0].rtt.buckets[5], 1u);  // 30 us <= 32 us
+  EXPECT_EQ(r.value("retry_exceeded_err"), 1u);
+  EXPECT_EQ(r.qp_value(r.qps[0], "sent_pkts"), 10u);
+}
+
+TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
+  auto a = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto b = ShmPublisher::create("uroce0", kNames, nullptr);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->path(), a->path() + ".1");
+  EXPECT_EQ(read_segments({}).size(), 2u);
+}
+
+TEST_F(ShmTest, SegmentIsRemovedWhenThePublisherGoes) {
+  std::string path;
+  {
+    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    ASSERT_NE(pub, nullptr);
+    path = pub->path();
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
+  const pid_t child = fork();
+  if (child == 0) {
+    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    pub->publish(sample());
+    _exit(pub ? 0 : 1);  // no destructor: the segment stays, like after a SIGKILL
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  const std::string path = dir_ + "/uroce-" + std::to_string(child) + "-uroce0";
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::vector<std::string> notes;
+  EXPECT_TRUE(read_segments({.pid = child}, &notes).empty());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "removed stale " + path + " (pid " + std::to_string(child) + " is gone)");
+}
+
+TEST_F(ShmTest, ReaderNeverSeesATornSnapshot) {
+  auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+  ASSERT_NE(pub, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    DeviceSnapshot s = sample();
+    for (uint64_t i = 1; !stop.load(); ++i) {
+      s.values = {i, i, i};
+      s.qps[0].values = {i, i, i};
+      s.published_unix_ns = i;
+      pub->publish(s);
+    }
+  });
+  uint64_t reads = 0;
+  uint64_t torn = 0;
+  std::string first_torn;
+  // 200 consistent reads while the writer publishes flat out (at most 20 s on a loaded host).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (reads < 200 && std::chrono::steady_clock::now() < end) {
+    std::string error;
+    auto r = read_segment(pub->path(), &error);
+    if (!r || r->published_unix_ns == 0) continue;  // busy for 10000 tries, or not published yet
+    ++reads;
+    const uint64_t v = r->published_unix_ns;
+    const std::vector<uint64_t> want = {v, v, v};
+    if (r->values != want || r->qps.size() != 1 || r->qps[0].values != want) {
+      if (torn++ == 0) {
+        first_torn = "published " + std::to_string(v) + " values " + std::to_string(r->values[0]) +
+                     " qps " + std::to_string(r->qps.size());
+      }
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(torn, 0u) << first_torn;
+  EXPECT_EQ(reads, 200u);
+}
+
+}  // namespace
+}  // namespace uroce::telemetry
