@@ -352,9 +352,12 @@ def main():
                                for r in results]},
                   f, indent=1)
     passed = sum(r["ok"] for r in results)
-    print("interop: %d passed, %d failed (pcaps and results.json in %s)" % (passed, len(results) - passed, outdir))
-    if not args.out:
-        shutil.rmtree(workdir, ignore_errors=True)
+    print("interop: %d passed, %d failed (%s)" % (
+        passed, len(results) - passed,
+        "pcaps and results.json in " + outdir if args.out else "--out DIR keeps the pcaps"))
+    if args.out and os.path.exists(guest.console_log):
+        shutil.copy(guest.console_log, os.path.join(outdir, "guest-console.log"))
+    shutil.rmtree(workdir, ignore_errors=True)
     return 0 if passed == len(results) and results else 1
 
 
