@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -56,6 +58,34 @@ void fill_body(ShmBody& b, const DeviceSnapshot& snap, size_t counters) {
 
 std::string cstr(const char* p, size_t max) {
   return std::string(p, strnlen(p, max));
+}
+
+// Segments of this process still published: unlinked at exit() too, since programs often
+// exit without destroying their devices (a SIGKILL still leaves them to the readers' cleanup).
+std::mutex& live_mu() {
+  static auto* mu = new std::mutex;  // never destroyed: the atexit handler uses it
+  return *mu;
+}
+
+std::set<std::string>& live_paths() {
+  static auto* paths = new std::set<std::string>;
+  return *paths;
+}
+
+void unlink_live_paths() {
+  std::lock_guard lock(live_mu());
+  for (const std::string& p : live_paths()) unlink(p.c_str());
+}
+
+void track(const std::string& path, bool live) {
+  static const bool registered = std::atexit(unlink_live_paths) == 0;
+  (void)registered;
+  std::lock_guard lock(live_mu());
+  if (live) {
+    live_paths().insert(path);
+  } else {
+    live_paths().erase(path);
+  }
 }
 
 }  // namespace
@@ -124,12 +154,14 @@ std::unique_ptr<ShmPublisher> ShmPublisher::create(const std::string& device,
   // The magic goes last: a reader that sees it sees a complete header.
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(h.magic.data(), kShmMagic.data(), kShmMagic.size());
+  track(path, true);
   return pub;
 }
 
 ShmPublisher::~ShmPublisher() {
   if (seg_ != nullptr) munmap(seg_, sizeof(ShmSegment));
   unlink(path_.c_str());
+  track(path_, false);
 }
 
 void ShmPublisher::publish(const DeviceSnapshot& snap) {
