@@ -104,5 +104,8 @@ chmod 0755 "$root/init"
 mkdir -p "$out"
 mv "$work/vmlinuz" "$work/rootfs.cpio" "$work/versions.txt" "$work/modules.txt" "$out/"
 touch "$out/ready"
+# Older images (other keys) are dead weight once a new one is built; the .deb cache stays.
+find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name debs ! -name "$key" ! -name "build.*" \
+  -exec rm -rf {} +
 log "image $out ($(du -sh "$out/rootfs.cpio" | cut -f1) root)"
 echo "$out"
