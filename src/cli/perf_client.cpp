@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "cli/perf_pattern.hpp"
 #include "cli/perf_run.hpp"
@@ -344,7 +345,7 @@ bool await_bytes(device::Device& dev, std::span<const uint8_t> buf, uint8_t seq,
   const uint8_t* last = &buf[buf.size() - 1];
   while (std::atomic_ref<const uint8_t>(*last).load(std::memory_order_acquire) != seq) {
     // Move packets from this thread too: on a loaded host the progress thread may not run.
-    dev.progress();
+    if (!dev.progress()) std::this_thread::yield();
     if (now_ns() > stall_deadline) {
       error = "no reply for 10 s: the peer is gone or packets are lost";
       return false;

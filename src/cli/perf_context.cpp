@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
 
 namespace uroce::cli {
 namespace {
@@ -163,6 +164,12 @@ int PerfContext::qp_index(uint32_t qpn) const {
 
 int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
   int n = dev_->poll_cq(*cq_, out);
+  if (n == 0 && !channel_) {
+    // Busy polling, but let the device's progress thread run: on a host with fewer cores
+    // than spinning threads it otherwise waits for a whole scheduler slice (milliseconds).
+    std::this_thread::yield();
+    return 0;
+  }
   if (n != 0 || !channel_) return n;
   if (!dev_->req_notify_cq(*cq_, false)) return -1;
   n = dev_->poll_cq(*cq_, out);  // a completion that raced with arming

@@ -234,7 +234,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
                                        std::memory_order_acquire) == pingpong_seq(it)
                                  : pings > it;
       if (arrived && pongs_done == pongs_posted) break;
-      if (write) ctx.dev().progress();
+      if (write && !ctx.dev().progress()) std::this_thread::yield();
       if (Clock::now() - last_check > kChannelCheck) {
         last_check = Clock::now();
         if (!poll_channel(sock, st)) return false;

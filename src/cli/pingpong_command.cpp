@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/command.hpp"
@@ -358,6 +359,7 @@ int run_pingpong(PingpongOptions& o) {
     const int ne = pp.poll(wcs);
     if (ne < 0) return fail(fmt::format("poll CQ failed {}", ne));
     if (ne == 0) {
+      std::this_thread::yield();  // let the device's progress thread have the core
       if (Clock::now() - last_progress > kStallLimit) {
         return fail(
             fmt::format("no completion for {} s after {} receives and {} sends: the "
