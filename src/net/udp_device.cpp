@@ -285,6 +285,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.ports = std::move(infos);
   config.progress = options.progress;
   config.engine.limits = options.limits;
+  config.engine.limits.phys_port_cnt = static_cast<uint8_t>(config.ports.size());
   config.engine.active_mtu = static_cast<transport::Mtu>(ib_mtu_enum(engine_mtu));
   const QpnRange range = udp_ports.front()->qpn_range();
   config.engine.qpn_base = range.base;

@@ -169,12 +169,13 @@ Status check_modify_qp(QpType type, QpState real_state, bool sq_draining, const 
       next != QpState::kReset) {
     return Status(EINVAL, "modify_qp: send queue still draining; only ERR or RESET allowed");
   }
-  if ((mask & kQpPort) != 0 && attr.port_num != 1)
-    return Status(EINVAL, "modify_qp: port must be 1");
+  if ((mask & kQpPort) != 0 && (attr.port_num < 1 || attr.port_num > limits.phys_port_cnt))
+    return Status(EINVAL, "modify_qp: port_num names no port of this device");
   if ((mask & kQpAv) != 0) {
     if (!attr.ah_attr.is_global)
       return Status(EINVAL, "modify_qp: a RoCE address vector needs a GRH");
-    if (attr.ah_attr.port_num != 1) return Status(EINVAL, "modify_qp: AV port must be 1");
+    if (attr.ah_attr.port_num < 1 || attr.ah_attr.port_num > limits.phys_port_cnt)
+      return Status(EINVAL, "modify_qp: AV port_num names no port of this device");
   }
   // RoCE has no automatic path migration (core refuses ALT_PATH on RoCE ports).
   if ((mask & kQpAltPath) != 0)
