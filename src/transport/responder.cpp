@@ -2,8 +2,9 @@
 // for each request packet, in IBA order:
 //   1. PSN check (9.7.5.1.1): ahead of ePSN -> one PSN sequence NAK carrying ePSN, then
 //      silence until ePSN arrives; behind -> duplicate (9.7.5.1.3): SEND/WRITE re-ACKed with
-//      ePSN-1 (C9-105), READ replayed from its saved resource, atomic replayed from the
-//      result cache, never executed twice (C9-115); UC: a gap drops the message.
+//      ePSN-1 (C9-105) if it has AckReq, READ replayed from its saved resource, atomic
+//      replayed from the result cache, never executed twice (C9-115); UC: a gap drops the
+//      message.
 //   2. Opcode sequence (9.7.5.1.2): Middle/Last only inside a message of the same kind.
 //   3. The QP allows the operation (access flags, max_dest_rd_atomic > 0).
 //   4. A receive WQE for SEND and WRITE-with-immediate: none -> RNR NAK with min_rnr_timer
@@ -476,7 +477,15 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
   const uint16_t flags = pkt.info->flags;
   const Psn psn = pkt.hdr.bth.psn;
   if ((flags & (wire::kIsSend | wire::kIsWrite)) != 0) {
-    // C9-105: acknowledge again, with the PSN of the last packet executed.
+    // C9-105: acknowledge again, with the PSN of the last packet executed, but only a
+    // duplicate that asks for it (AckReq), as rdmavt does (rc_rcv_error). Re-ACKing every
+    // duplicate (rxe duplicate_request) stalls rxe 6.1 as the requester: its go-back-N
+    // resends a multi-packet message, and a second ACK with the message's last PSN, now
+    // behind comp.psn, makes rxe_comp.c check_psn complete the WQE its requester is still
+    // resending; the application reposts into that SQ slot and rxe's requester, whose
+    // wqe_index then equals the producer, never sends again (docs/interop.md, finding 1).
+    // The resent Last packet carries AckReq, so the retry still ends with an ACK.
+    if (!pkt.hdr.bth.ackreq) return;
     RespItem ack;
     ack.syndrome = Aeth::ack();
     ack.psn = epsn_ - 1;
