@@ -291,6 +291,14 @@ def build_overlay(repo, workdir):
     return cpio
 
 
+
+def guest_clock_uncalibrated(res):
+    """True when the only trouble is perftest's clock calibration in the emulated guest."""
+    text = "".join(res[side]["out"] + res[side]["err"] for side in ("server", "client"))
+    exits_ok = all(res[side]["rc"] == 0 and not res[side]["timed_out"]
+                   for side in ("server", "client"))
+    return exits_ok and "Correlation coefficient r^2" in text and re.search(r"\binf\b", text)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", required=True)
@@ -322,13 +330,23 @@ def main():
         print("interop: guest up in %.1f s (%s): %s" % (boot_s, guest.accel, info["out"].strip().replace("\n", " | ")))
         h = Harness(args)
         for case in selected:
-            try:
-                res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
-            except Exception as e:  # one broken case must not hide the others' results
-                empty = {"rc": None, "out": "", "err": "", "timed_out": False}
-                res = {"name": case.name, "ok": False, "problems": ["harness: %r" % (e,)],
-                       "seconds": 0, "packets": 0, "retransmits": 0, "server": empty,
-                       "client": empty, "pcap": None}
+            for attempt in (1, 2, 3):
+                try:
+                    res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
+                except Exception as e:  # one broken case must not hide the others' results
+                    empty = {"rc": None, "out": "", "err": "", "timed_out": False}
+                    res = {"name": case.name, "ok": False, "problems": ["harness: %r" % (e,)],
+                           "seconds": 0, "packets": 0, "retransmits": 0, "server": empty,
+                           "client": empty, "pcap": None}
+                if res["ok"] or not guest_clock_uncalibrated(res):
+                    break
+                # perftest in the TCG guest could not calibrate its cycle counter (it says
+                # "Correlation coefficient r^2 < 0.9" and prints inf for every latency):
+                # the transfer itself succeeded, the guest's measurement did not. Run the
+                # case again, at most three times in all; the last result stands.
+                print("     (guest perftest could not calibrate its clock: running %s again)"
+                      % case.name)
+                res["retried"] = True
             results.append(res)
             status = "PASS" if res["ok"] else "FAIL"
             extra = " repeated=%d" % res["retransmits"] if case.loss_percent else ""
