@@ -226,7 +226,7 @@ struct DeviceLimits {
   uint32_t max_srq_sge = 32;
   uint32_t max_qp_rd_atom = 128;       // responder resources per QP (max_dest_rd_atomic)
   uint32_t max_qp_init_rd_atom = 128;  // outstanding READ/atomic per QP (max_rd_atomic)
-  uint8_t phys_port_cnt = 1;  // valid port numbers are 1..phys_port_cnt (one per netdev)
+  uint8_t phys_port_cnt = 1;           // valid port numbers are 1..phys_port_cnt (one per netdev)
 };
 
 struct Sge {

@@ -13,10 +13,10 @@
 namespace uroce::wire {
 
 struct CapturedFrame {
-  uint64_t number = 0;               // 1-based, counting every frame in the file
-  TimePoint time{};                  // capture timestamp since the Unix epoch
-  uint32_t original_len = 0;         // length on the wire
-  std::span<const uint8_t> bytes;    // valid until the next next() call
+  uint64_t number = 0;             // 1-based, counting every frame in the file
+  TimePoint time{};                // capture timestamp since the Unix epoch
+  uint32_t original_len = 0;       // length on the wire
+  std::span<const uint8_t> bytes;  // valid until the next next() call
 };
 
 class PcapReader {
