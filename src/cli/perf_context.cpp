@@ -188,4 +188,26 @@ transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length
   return dev_->post_recv(qpn(q), wr);
 }
 
+transport::SendWr pingpong_wr(PerfContext& ctx, const transport::Sge& sge, uint64_t it, bool write,
+                              bool ud) {
+  transport::SendWr wr;
+  wr.wr_id = it;
+  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
+  wr.send_flags = transport::kSendSignaled;
+  if (sge.length <= ctx.max_inline()) wr.send_flags |= transport::kSendInline;
+  if (write) {
+    wr.opcode = transport::WrOpcode::kRdmaWrite;
+    wr.rdma.remote_addr = ctx.remote_slot(0, 0);
+    wr.rdma.rkey = ctx.remote()[0].rkey;
+  } else {
+    wr.opcode = transport::WrOpcode::kSend;
+    if (ud) {
+      wr.ud.ah = ctx.ah(0);
+      wr.ud.remote_qpn = ctx.remote()[0].qpn;
+      wr.ud.remote_qkey = kPingpongQkey;
+    }
+  }
+  return wr;
+}
+
 }  // namespace uroce::cli

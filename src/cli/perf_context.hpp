@@ -71,4 +71,11 @@ class PerfContext {
   uint64_t unacked_events_ = 0;
 };
 
+// The one message of a ping-pong latency iteration (write_lat / send_lat), signaled and
+// inline when small, from `sge` to QP 0's peer: an RDMA WRITE into its slot 0, or a SEND
+// (with the UD address when `ud`). The caller fills the buffer and posts, so the pattern
+// fill stays outside the timed section.
+[[nodiscard]] transport::SendWr pingpong_wr(PerfContext& ctx, const transport::Sge& sge,
+                                            uint64_t it, bool write, bool ud);
+
 }  // namespace uroce::cli

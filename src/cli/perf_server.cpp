@@ -257,23 +257,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
     if (s.verify) fill_pattern({src, size}, perf_pattern_id(1, it, size));
     src[size - 1] = pingpong_seq(it);
     Sge sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(size), ctx.lkey()};
-    transport::SendWr wr;
-    wr.wr_id = it;
-    wr.sg_list = std::span<const Sge>(&sge, 1);
-    wr.send_flags = transport::kSendSignaled;
-    if (size <= ctx.max_inline()) wr.send_flags |= transport::kSendInline;
-    if (write) {
-      wr.opcode = WrOpcode::kRdmaWrite;
-      wr.rdma.remote_addr = ctx.remote_slot(0, 0);
-      wr.rdma.rkey = ctx.remote()[0].rkey;
-    } else {
-      wr.opcode = WrOpcode::kSend;
-      if (ud) {
-        wr.ud.ah = ctx.ah(0);
-        wr.ud.remote_qpn = ctx.remote()[0].qpn;
-        wr.ud.remote_qkey = kPingpongQkey;
-      }
-    }
+    const transport::SendWr wr = pingpong_wr(ctx, sge, it, write, ud);
     if (const auto rc = ctx.dev().post_send(ctx.qpn(0), wr); !rc) {
       st.fail(fmt::format("couldn't post send: {}", rc.message()));
       break;
