@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -111,6 +112,34 @@ uint64_t proc_start_ticks(int pid) {
   uint64_t ticks = 0;
   rest >> ticks;
   return ticks;
+}
+
+std::string program_from_cmdline(const std::string& cmdline) {
+  std::vector<std::string> args;
+  for (size_t at = 0; at < cmdline.size() && args.size() < 2;) {
+    const size_t end = std::min(cmdline.find('\0', at), cmdline.size());
+    args.push_back(cmdline.substr(at, end - at));
+    at = end + 1;
+  }
+  if (args.empty() || args[0].empty()) return "";
+  auto base = [](const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+  };
+  const std::string program = base(args[0]);
+  const bool interpreter = program.starts_with("python") || program == "perl" || program == "sh" ||
+                           program == "bash" || program == "ruby";
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' &&
+      (program == "uroce" || interpreter)) {
+    return program + " " + base(args[1]);
+  }
+  return program;
+}
+
+std::string process_program(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return program_from_cmdline(cmdline);
 }
 
 std::string segment_name(int pid, uint64_t netns, const std::string& device) {

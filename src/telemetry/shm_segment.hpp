@@ -29,6 +29,13 @@ namespace uroce::telemetry {
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 when unreadable.
 [[nodiscard]] uint64_t proc_start_ticks(int pid);
 
+// What `uroce stat` names a process by: the base name of argv[0] from /proc/<pid>/cmdline,
+// with argv[1] added for `uroce` (the subcommand: "uroce perf") and for interpreters
+// ("python3 rc_pingpong.py"); "" when unreadable.
+[[nodiscard]] std::string process_program(int pid);
+// The same from a raw cmdline (NUL-separated arguments).
+[[nodiscard]] std::string program_from_cmdline(const std::string& cmdline);
+
 class ShmPublisher {
  public:
   // Creates <shm_dir>/segment_name(pid, netns, device) (or with .<n> when this process already
