@@ -48,7 +48,9 @@ int run_stat(const StatOptions& o) {
     const std::vector<telemetry::DeviceSnapshot> snaps = telemetry::read_segments(ro, &notes);
     for (const std::string& n : notes) fmt::print(stderr, "uroce stat: {}\n", n);
     if (snaps.empty()) {
-      fmt::print(stderr, "uroce stat: no running uroce process{} publishes counters in {}\n",
+      fmt::print(stderr,
+                 "uroce stat: no running uroce process{} of this network namespace publishes "
+                 "counters in {}\n",
                  o.pid ? fmt::format(" with pid {}", *o.pid) : std::string(), telemetry::shm_dir());
       return kExitFailure;
     }

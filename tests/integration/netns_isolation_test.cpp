@@ -188,6 +188,14 @@ TEST_F(NetnsIsolationTest, IdleProcessesInOtherNamespacesOnTheSamePortDoNotSlowA
   // stat in each namespace sees that namespace's processes only.
   EXPECT_EQ(stat_pids(a), std::set<pid_t>{server.pid()});
   EXPECT_EQ(stat_pids(c), std::set<pid_t>{idle_c.pid()});
+  {
+    const std::string pid_c = std::to_string(idle_c.pid());
+    NsProcess by_pid(a, {"stat", "--pid", pid_c}, dir_, udp_port_, "stat-pid");
+    EXPECT_EQ(by_pid.wait(std::chrono::seconds(10)), 1);
+    EXPECT_EQ(by_pid.output(), "uroce stat: no running uroce process with pid " + pid_c +
+                                   " of this network namespace publishes counters in " + dir_ +
+                                   "\n");
+  }
   // One registry per namespace, each with its own member only.
   EXPECT_EQ(registered(a), std::set<pid_t>{server.pid()});
   EXPECT_EQ(registered(b), std::set<pid_t>{idle_b.pid()});

@@ -421,8 +421,9 @@ TEST(TelemetryStatTest, NoProcessIsAnErrorWithAReason) {
   TempDir empty;
   auto [st, out] = run("UROCE_STAT_DIR=" + empty.path() + " " + uroce_bin() + " stat 2>&1");
   EXPECT_EQ(st, 1);
-  EXPECT_EQ(out,
-            "uroce stat: no running uroce process publishes counters in " + empty.path() + "\n");
+  EXPECT_EQ(
+      out, "uroce stat: no running uroce process of this network namespace publishes counters in " +
+               empty.path() + "\n");
 }
 
 }  // namespace
