@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -36,13 +37,15 @@ bool port_in_spec(const std::string& spec, uint16_t port) {
   return false;
 }
 
+}  // namespace
+
+// /proc and /sys values end in a newline: without stripping it, "performance\n" never equals
+// "performance" and a value printed mid-line breaks the line.
 std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  const size_t e = s.find_last_not_of(" \t\r");
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  const size_t e = s.find_last_not_of(" \t\r\n");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
-
-}  // namespace
 
 std::string_view level_name(CheckLevel l) {
   switch (l) {
@@ -239,9 +242,15 @@ CheckResult check_gids(const std::optional<Route>& route) {
   std::optional<uint32_t> for_route;
   for (const net::PortGids& p : ports.value()) {
     for (const net::GidEntry& g : p.gids) {
+      // A route to an IPv6 peer leaves from an IPv6 address: its GID is that address itself.
+      net::IpAddr gid_addr;
+      gid_addr.bytes = g.gid;
+      if (route && !for_route &&
+          (g.ipv4.empty() ? gid_addr.to_string() : g.ipv4) == route->local_address) {
+        for_route = g.index;
+      }
       if (g.ipv4.empty()) continue;
       table += fmt::format("{}{}={} ({})", table.empty() ? "" : ", ", g.index, g.ipv4, g.netdev);
-      if (route && g.ipv4 == route->local_address && !for_route) for_route = g.index;
     }
   }
   r.detail = "RoCE v2 IPv4 GIDs: " + (table.empty() ? std::string("none") : table);
@@ -297,26 +306,19 @@ CheckResult check_firewall(uint16_t port) {
   return r;
 }
 
+// uroce pins nothing by default: ibv_reg_mr on the drop-in, the `uroce` commands and the C++
+// API's reg_mr without `pin` only record the range (src/device/device.cpp mlocks only for
+// pin = true), so RLIMIT_MEMLOCK, the first thing kernel RDMA needs raised, limits nothing
+// here. Saying so is the check; a WARN would send users to fix what does not matter.
 CheckResult check_memlock_value(uint64_t soft) {
   CheckResult r{"memlock"};
-  if (soft == RLIM_INFINITY) {
-    r.detail = "ulimit -l unlimited";
-    return r;
-  }
-  r.detail = fmt::format("ulimit -l {} KiB: pinned (mlock'd) memory regions are limited to that",
-                         soft / 1024);
-  const std::string fix =
-      "ulimit -l unlimited (or in /etc/security/limits.conf: '* - memlock unlimited', or "
-      "LimitMEMLOCK=infinity in the systemd unit)";
-  if (soft < kMiB) {
-    r.level = CheckLevel::kFail;
-    r.detail += "; registering a pinned MR of 1 MiB fails with ENOMEM";
-    r.fix = fix;
-  } else if (soft < 64 * kMiB) {
-    r.level = CheckLevel::kWarn;
-    r.detail += "; perftest-sized buffers need more";
-    r.fix = fix;
-  }
+  const std::string limit =
+      soft == RLIM_INFINITY ? std::string("unlimited") : fmt::format("{} KiB", soft / 1024);
+  r.detail = fmt::format(
+      "ulimit -l {}: not needed, uroce pins no memory (ibv_reg_mr on the drop-in and the uroce "
+      "commands do not mlock); only C++ API programs that call reg_mr with pin = true are "
+      "limited to it",
+      limit);
   return r;
 }
 
@@ -336,29 +338,61 @@ CheckResult check_hugepages(const std::string& meminfo) {
   if (std::regex_search(meminfo, m, kTotal)) total = std::stoull(m[1]);
   if (std::regex_search(meminfo, m, kFree)) free = std::stoull(m[1]);
   if (std::regex_search(meminfo, m, kSize)) size_kb = std::stoull(m[1]);
-  r.detail = fmt::format(
-      "{} of {} huge pages of {} kB free (uroce does not need them; MRs on huge "
-      "pages pin fewer pages)",
-      free, total, size_kb);
+  r.detail = fmt::format("{} of {} huge pages of {} kB free (uroce does not need them)", free,
+                         total, size_kb);
   return r;
 }
 
-CheckResult check_socket_buffers(uint64_t rmem_max, uint64_t wmem_max) {
+// Like UdpPort (src/net/udp_port.cpp set_buffer): ask with SO_RCVBUF/SO_SNDBUF, which the
+// kernel caps at rmem_max/wmem_max, and when that falls short with SO_RCVBUFFORCE /
+// SO_SNDBUFFORCE, which ignore the caps for a process with CAP_NET_ADMIN (root).
+SocketBuffers probe_socket_buffers() {
+  SocketBuffers b;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return b;
+  auto grant = [fd](int opt, int force_opt, uint64_t want) {
+    const int bytes = static_cast<int>(want);
+    setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
+    int got = 0;
+    socklen_t len = sizeof got;
+    getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+    if (got / 2 < bytes && setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof bytes) == 0) {
+      len = sizeof got;
+      getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+    }
+    return static_cast<uint64_t>(got / 2);  // the kernel reports twice what it grants for data
+  };
+  b.rcvbuf = grant(SO_RCVBUF, SO_RCVBUFFORCE, kWantRcvbuf);
+  b.sndbuf = grant(SO_SNDBUF, SO_SNDBUFFORCE, kWantSndbuf);
+  close(fd);
+  return b;
+}
+
+CheckResult check_socket_buffers(uint64_t rmem_max, uint64_t wmem_max,
+                                 const SocketBuffers& granted) {
   CheckResult r{"socket_buffers"};
-  r.detail = fmt::format("net.core.rmem_max={} (uroce asks {}), net.core.wmem_max={} (asks {})",
-                         rmem_max, kWantRcvbuf, wmem_max, kWantSndbuf);
+  r.detail = fmt::format(
+      "a uroce socket gets SO_RCVBUF {} (asks {}) and SO_SNDBUF {} (asks {}); "
+      "net.core.rmem_max={}, net.core.wmem_max={}",
+      granted.rcvbuf, kWantRcvbuf, granted.sndbuf, kWantSndbuf, rmem_max, wmem_max);
+  const bool rcv_short = granted.rcvbuf < kWantRcvbuf;
+  const bool snd_short = granted.sndbuf < kWantSndbuf;
+  if (!rcv_short && !snd_short) {
+    if (rmem_max < kWantRcvbuf || wmem_max < kWantSndbuf) {
+      r.detail += " (above the limits through SO_RCVBUFFORCE/SO_SNDBUFFORCE: CAP_NET_ADMIN)";
+    }
+    return r;
+  }
   std::string fix;
-  if (rmem_max < kWantRcvbuf) fix += fmt::format("sysctl -w net.core.rmem_max={}", kWantRcvbuf);
-  if (wmem_max < kWantSndbuf) {
+  if (rcv_short) fix += fmt::format("sysctl -w net.core.rmem_max={}", kWantRcvbuf);
+  if (snd_short) {
     fix += fmt::format("{}sysctl -w net.core.wmem_max={}", fix.empty() ? "" : " && ", kWantSndbuf);
   }
-  if (!fix.empty()) {
-    r.level = CheckLevel::kWarn;
-    r.detail +=
-        "; a capped receive buffer drops bursts (seen as rcvd_seq_err / retransmissions) "
-        "unless uroce runs as root (SO_RCVBUFFORCE)";
-    r.fix = fix;
-  }
+  r.level = CheckLevel::kWarn;
+  r.detail +=
+      "; a capped receive buffer drops bursts (seen as rcvd_seq_err / retransmissions); "
+      "uroce run as root is not capped (SO_RCVBUFFORCE)";
+  r.fix = fix;
   return r;
 }
 
@@ -381,15 +415,37 @@ CheckResult check_governor(const std::vector<std::string>& governors) {
   return r;
 }
 
-CheckResult check_dscp_ecn() {
+// Documentation/networking/ip-sysctl.rst; 3-5 (Accurate ECN) since Linux 6.18.
+std::string tcp_ecn_meaning(const std::string& value) {
+  static const std::map<std::string, std::string> kMeaning = {
+      {"0", "TCP never negotiates ECN"},
+      {"1", "TCP requests ECN on outgoing connections and accepts it on incoming ones"},
+      {"2",
+       "TCP accepts ECN when an incoming connection asks and never requests it, the kernel "
+       "default"},
+      {"3", "TCP requests and accepts Accurate ECN"},
+      {"4", "TCP accepts Accurate ECN on incoming connections, requests classic ECN"},
+      {"5", "TCP accepts Accurate ECN on incoming connections, requests none"},
+  };
+  auto it = kMeaning.find(value);
+  return it != kMeaning.end() ? it->second : "a value this uroce does not know";
+}
+
+CheckResult check_dscp_ecn(const std::string& tcp_ecn) {
   CheckResult r{"dscp_ecn"};
-  const std::string ecn = trim(read_text_file("/proc/sys/net/ipv4/tcp_ecn"));
   r.detail =
       "uroce sends the TOS byte of each QP's traffic_class (default 0: DSCP 0, Not-ECT); "
       "lossless RoCE fabrics usually classify DSCP 26 with ECT(0): traffic_class 106 in the "
       "address vector (ibv_modify_qp ah_attr.grh.traffic_class); with --peer, the tos check "
-      "shows what arrives";
-  if (!ecn.empty()) r.detail += "; net.ipv4.tcp_ecn=" + ecn + " (TCP only, does not affect RoCE)";
+      "shows what arrives. RoCE's ECN is those ECN bits, marked CE by switches and counted "
+      "as np_ecn_marked_roce_packets";
+  const std::string v = trim(tcp_ecn);
+  if (!v.empty()) {
+    r.detail += fmt::format(
+        "; net.ipv4.tcp_ecn={} ({}) is TCP's setting and changes nothing for "
+        "RoCE",
+        v, tcp_ecn_meaning(v));
+  }
   return r;
 }
 
@@ -411,8 +467,8 @@ std::vector<CheckResult> run_local_checks(const std::string& peer, uint16_t port
     const std::string t = trim(read_text_file(path));
     return t.empty() ? uint64_t{0} : std::stoull(t);
   };
-  out.push_back(
-      check_socket_buffers(num("/proc/sys/net/core/rmem_max"), num("/proc/sys/net/core/wmem_max")));
+  out.push_back(check_socket_buffers(num("/proc/sys/net/core/rmem_max"),
+                                     num("/proc/sys/net/core/wmem_max"), probe_socket_buffers()));
   std::vector<std::string> governors;
   for (int cpu = 0; cpu < 4096; ++cpu) {
     const std::string g = trim(
@@ -421,7 +477,7 @@ std::vector<CheckResult> run_local_checks(const std::string& peer, uint16_t port
     governors.push_back(g);
   }
   out.push_back(check_governor(governors));
-  out.push_back(check_dscp_ecn());
+  out.push_back(check_dscp_ecn(read_text_file("/proc/sys/net/ipv4/tcp_ecn")));
   return out;
 }
 

@@ -60,10 +60,23 @@ struct Route {
 [[nodiscard]] CheckResult check_memlock();
 [[nodiscard]] CheckResult check_memlock_value(uint64_t soft_bytes);  // RLIM_INFINITY: unlimited
 [[nodiscard]] CheckResult check_hugepages(const std::string& meminfo);
-[[nodiscard]] CheckResult check_socket_buffers(uint64_t rmem_max, uint64_t wmem_max);
+// What a UDP socket gets when asking for uroce's buffer sizes the way UdpPort asks (capped at
+// rmem_max/wmem_max unless SO_*BUFFORCE works: CAP_NET_ADMIN).
+struct SocketBuffers {
+  uint64_t rcvbuf = 0;
+  uint64_t sndbuf = 0;
+};
+[[nodiscard]] SocketBuffers probe_socket_buffers();
+// WARN only when what a socket is granted falls short of what uroce asks.
+[[nodiscard]] CheckResult check_socket_buffers(uint64_t rmem_max, uint64_t wmem_max,
+                                               const SocketBuffers& granted);
 [[nodiscard]] CheckResult check_governor(const std::vector<std::string>& governors);
-[[nodiscard]] CheckResult check_dscp_ecn();
+// `tcp_ecn`: the text of /proc/sys/net/ipv4/tcp_ecn ("" when unreadable).
+[[nodiscard]] std::string tcp_ecn_meaning(const std::string& value);
+[[nodiscard]] CheckResult check_dscp_ecn(const std::string& tcp_ecn);
 
+// Without leading and trailing blanks and newlines.
+[[nodiscard]] std::string trim(const std::string& s);
 // Reads a whole file or a command's stdout ("" when it cannot).
 [[nodiscard]] std::string read_text_file(const std::string& path);
 [[nodiscard]] std::optional<std::string> command_output(const std::string& command);

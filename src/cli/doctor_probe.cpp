@@ -20,8 +20,9 @@ namespace uroce::cli {
 namespace {
 
 constexpr std::string_view kMagic = "UROCEDOC1";
-// IPv4 20 + UDP 8; the probe payload plus these must fit the interface MTU.
-constexpr size_t kIpUdpHeaders = 28;
+// IP + UDP headers: the probe payload plus these must fit the interface MTU.
+constexpr size_t kIpv4UdpHeaders = 20 + 8;
+constexpr size_t kIpv6UdpHeaders = 40 + 8;
 // A WRITE FIRST at active_mtu: BTH 12 + RETH 16 + payload + ICRC 4.
 constexpr size_t kRoceOverhead = 12 + 16 + 4;
 
@@ -31,6 +32,11 @@ struct Fd {
     if (fd >= 0) close(fd);
   }
 };
+
+// `address`: a numeric address (the local end of the route, or the peer as given).
+size_t ip_udp_headers(const std::string& address) {
+  return address.find(':') != std::string::npos ? kIpv6UdpHeaders : kIpv4UdpHeaders;
+}
 
 bool resolve(const std::string& host, uint16_t port, sockaddr_storage& out, socklen_t& len) {
   addrinfo hints{};
@@ -78,7 +84,8 @@ std::optional<ProbeReply> send_probe(const std::string& peer, uint16_t port, siz
       if (local_error != nullptr) {
         *local_error = errno == EMSGSIZE
                            ? fmt::format("{} bytes do not fit the local interface MTU (EMSGSIZE)",
-                                         msg.size() + kIpUdpHeaders)
+                                         msg.size() + (to.ss_family == AF_INET6 ? kIpv6UdpHeaders
+                                                                                : kIpv4UdpHeaders))
                            : std::string(std::strerror(errno));
       }
       return std::nullopt;
@@ -147,8 +154,8 @@ std::vector<CheckResult> run_peer_checks(const std::string& peer, uint16_t port,
         "{} answers {}-byte probes but not {}-byte ones (an IP packet of {} bytes, the largest "
         "RoCE packet at active_mtu {}){}: something on the path has a smaller MTU; the peer's "
         "netdev MTU is {} (active_mtu {})",
-        peer, 64, big, big + kIpUdpHeaders, active, error.empty() ? "" : " — " + error,
-        small->netdev_mtu, small->active_mtu);
+        peer, 64, big, big + ip_udp_headers(route ? route->local_address : peer), active,
+        error.empty() ? "" : " — " + error, small->netdev_mtu, small->active_mtu);
     const uint32_t lower = std::min(netdev_mtu, small->netdev_mtu);
     path.fix = fmt::format(
         "ip link set dev {} mtu {} (here), or raise the MTU of the peer and every "
@@ -190,7 +197,14 @@ int run_probe_listener(const std::string& bind_address, uint16_t port, unsigned 
                        double timeout_s) {
   sockaddr_storage addr{};
   socklen_t len = 0;
-  std::string host = bind_address.empty() ? "0.0.0.0" : bind_address;
+  // By default one dual-stack socket on [::] answers IPv4 (as ::ffff:a.b.c.d) and IPv6 probes;
+  // 0.0.0.0 only where IPv6 is off.
+  std::string host = bind_address;
+  if (host.empty()) {
+    const int probe = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    host = probe >= 0 ? "::" : "0.0.0.0";
+    if (probe >= 0) close(probe);
+  }
   if (!resolve(host, port, addr, len)) {
     fmt::print(stderr, "uroce doctor --listen: cannot resolve {}\n", host);
     return 2;

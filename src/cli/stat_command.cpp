@@ -1,7 +1,9 @@
-// `uroce stat [--qp N] [--watch SECONDS] [--json] [--pid PID] [-d DEV]`: the counters of
-// running uroce processes, read from the shared-memory segments they publish
-// (src/telemetry/shm_layout.hpp), like `rdma statistic show`. Works from outside the
-// processes and without root for the user's own; segments of dead processes are removed.
+// `uroce stat [--qp N] [--watch SECONDS] [--all] [--json] [--pid PID] [-d DEV]`: the counters
+// of running uroce processes (of this network namespace), read from the shared-memory
+// segments they publish (src/telemetry/shm_layout.hpp), like `rdma statistic show`. Works
+// from outside the processes and without root for the user's own; segments of dead processes
+// are removed. --watch opens each refresh with a timestamp and shows per-second rates; the
+// text hides counters that are 0 unless --all.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -24,13 +26,21 @@ struct StatOptions {
   double watch_s = 0;
   unsigned iterations = 0;  // --watch: stop after this many (0: until interrupted)
   bool json = false;
+  bool all = false;
   std::optional<int> pid;
   std::string device;
 };
 
+uint64_t unix_now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
 int run_stat(const StatOptions& o) {
   std::map<std::pair<int, std::string>, telemetry::DeviceSnapshot> previous;
   for (unsigned round = 0;; ++round) {
+    const uint64_t now_ns = unix_now_ns();
     std::vector<std::string> notes;
     telemetry::ReadOptions ro;
     ro.pid = o.pid;
@@ -38,7 +48,9 @@ int run_stat(const StatOptions& o) {
     const std::vector<telemetry::DeviceSnapshot> snaps = telemetry::read_segments(ro, &notes);
     for (const std::string& n : notes) fmt::print(stderr, "uroce stat: {}\n", n);
     if (snaps.empty()) {
-      fmt::print(stderr, "uroce stat: no running uroce process{} publishes counters in {}\n",
+      fmt::print(stderr,
+                 "uroce stat: no running uroce process{} of this network namespace publishes "
+                 "counters in {}\n",
                  o.pid ? fmt::format(" with pid {}", *o.pid) : std::string(), telemetry::shm_dir());
       return kExitFailure;
     }
@@ -51,10 +63,12 @@ int run_stat(const StatOptions& o) {
       }
     }
     nlohmann::json all = nlohmann::json::array();
-    std::string text;
+    std::string text = o.watch_s > 0 ? format_refresh_header(now_ns) : std::string();
     for (const auto& s : snaps) {
       StatView view;
       view.qpn = o.qpn;
+      view.all = o.all;
+      view.program = telemetry::process_program(s.pid);
       auto prev = previous.find({s.pid, s.device});
       if (prev != previous.end()) {
         view.previous = &prev->second;
@@ -63,6 +77,7 @@ int run_stat(const StatOptions& o) {
       }
       if (o.json) {
         all.push_back(stat_json(s, view));
+        if (o.watch_s > 0) all.back()["read_unix_ns"] = now_ns;
       } else {
         text += format_stat_text(s, view);
       }
@@ -88,9 +103,11 @@ Subcommand add_stat_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("stat", "Counters of running uroce processes, like rdma statistic show");
   sub->add_option("--qp", o->qpn, "Only this QP (all its counters)");
-  sub->add_option("--watch", o->watch_s, "Print again every SECONDS with per-second changes")
+  sub->add_option("--watch", o->watch_s,
+                  "Print again every SECONDS: a timestamp, then per-second rates (+N/s)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--iterations", o->iterations, "With --watch: stop after N prints");
+  sub->add_flag("--all", o->all, "Also show the counters that are 0 (text; JSON has them all)");
   sub->add_flag("--json", o->json, "JSON output (one array per print)");
   sub->add_option("--pid", o->pid, "Only this process");
   sub->add_option("-d,--ib-dev", o->device, "Only this device");

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <time.h>
+
 #include <array>
 
 #include "telemetry/explain.hpp"
@@ -43,11 +45,12 @@ std::string ns_text(uint64_t ns) {
 void pairs(std::string& out, const std::vector<std::string>& names,
            const std::vector<uint64_t>& values, const std::vector<uint64_t>* before,
            double interval_s, bool skip_zero) {
-  size_t on_line = 0;
+  size_t on_line = 0, shown = 0;
   for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
     if (skip_zero && values[i] == 0) continue;
+    ++shown;
     std::string item = fmt::format("{} {}", names[i], values[i]);
-    if (before != nullptr && i < before->size() && (*before)[i] != values[i] && interval_s > 0) {
+    if (before != nullptr && i < before->size() && values[i] > (*before)[i] && interval_s > 0) {
       item +=
           fmt::format(" (+{:.0f}/s)", static_cast<double>(values[i] - (*before)[i]) / interval_s);
     }
@@ -59,6 +62,13 @@ void pairs(std::string& out, const std::vector<std::string>& names,
     }
   }
   if (on_line != 0) out += '\n';
+  if (shown == 0) out += "    (all counters 0)\n";
+}
+
+std::string who(const DeviceSnapshot& snap, const StatView& view) {
+  return view.program.empty()
+             ? fmt::format("link {}/1 pid {}", snap.device, snap.pid)
+             : fmt::format("link {}/1 pid {} ({})", snap.device, snap.pid, view.program);
 }
 
 std::string rtt_text(const telemetry::RttHistogram& h) {
@@ -75,18 +85,18 @@ std::string format_stat_text(const DeviceSnapshot& snap, const StatView& view) {
   const QpSnapshot* only = view.qpn ? snap.qp(*view.qpn) : nullptr;
   if (view.qpn && only == nullptr) return out;
   if (!view.qpn) {
-    out += fmt::format("link {}/1 pid {}\n", snap.device, snap.pid);
+    out += who(snap, view) + "\n";
     pairs(out, snap.names, snap.values, view.previous ? &view.previous->values : nullptr,
-          view.interval_s, false);
+          view.interval_s, !view.all);
   }
   for (const QpSnapshot& q : snap.qps) {
     if (only != nullptr && &q != only) continue;
-    out += fmt::format("link {}/1 pid {} qp {} type {} state {} peer {} rqpn {} {}\n", snap.device,
-                       snap.pid, q.qpn, type_name(q.qp_type), state_name(q.state),
+    out += fmt::format("{} qp {} type {} state {} peer {} rqpn {} {}\n", who(snap, view), q.qpn,
+                       type_name(q.qp_type), state_name(q.state),
                        telemetry::gid_address(q.remote_gid), q.remote_qpn, rtt_text(q.rtt));
     const QpSnapshot* before = view.previous ? view.previous->qp(q.qpn) : nullptr;
     pairs(out, snap.names, q.values, before ? &before->values : nullptr, view.interval_s,
-          only == nullptr);
+          only == nullptr && !view.all);
     if (q.last_error_status != 0) {
       out += fmt::format("    error {} ({}): {}\n", telemetry::wc_status_name(q.last_error_status),
                          q.last_error_status,
@@ -107,12 +117,29 @@ nlohmann::json stat_json(const DeviceSnapshot& snap, const StatView& view) {
       c[snap.names[i]] = values[i];
     return c;
   };
+  // Per-second change of every counter; counters only grow, a smaller value (a reused
+  // pid) counts as no change.
+  auto rates = [&](const std::vector<uint64_t>& values, const std::vector<uint64_t>& before) {
+    nlohmann::json c = nlohmann::json::object();
+    for (size_t i = 0; i < snap.names.size() && i < values.size(); ++i) {
+      const uint64_t b = i < before.size() ? before[i] : 0;
+      c[snap.names[i]] = values[i] > b && view.interval_s > 0
+                             ? static_cast<double>(values[i] - b) / view.interval_s
+                             : 0.0;
+    }
+    return c;
+  };
   nlohmann::json j;
   j["device"] = snap.device;
   j["port"] = 1;
   j["pid"] = snap.pid;
+  j["program"] = view.program;
   j["published_unix_ns"] = snap.published_unix_ns;
   if (!view.qpn) j["counters"] = counters(snap.values);
+  if (!view.qpn && view.previous != nullptr) {
+    j["interval_s"] = view.interval_s;
+    j["rates"] = rates(snap.values, view.previous->values);
+  }
   j["qps"] = nlohmann::json::array();
   for (const QpSnapshot& q : snap.qps) {
     if (view.qpn && q.qpn != *view.qpn) continue;
@@ -123,6 +150,9 @@ nlohmann::json stat_json(const DeviceSnapshot& snap, const StatView& view) {
     jq["peer"] = telemetry::gid_address(q.remote_gid);
     jq["remote_qpn"] = q.remote_qpn;
     jq["counters"] = counters(q.values);
+    if (const QpSnapshot* before = view.previous ? view.previous->qp(q.qpn) : nullptr) {
+      jq["rates"] = rates(q.values, before->values);
+    }
     jq["rtt"] = {{"count", q.rtt.count},
                  {"sum_ns", q.rtt.sum_ns},
                  {"p50_le_ns", q.rtt.quantile_bound_ns(0.5)},
@@ -137,6 +167,16 @@ nlohmann::json stat_json(const DeviceSnapshot& snap, const StatView& view) {
     j["qps"].push_back(std::move(jq));
   }
   return j;
+}
+
+std::string format_refresh_header(uint64_t unix_ns) {
+  const time_t secs = static_cast<time_t>(unix_ns / 1000000000);
+  tm local{};
+  localtime_r(&secs, &local);
+  char date[32] = {}, zone[8] = {};
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &local);
+  strftime(zone, sizeof zone, "%z", &local);
+  return fmt::format("--- {}.{:03d} {} ---\n", date, (unix_ns / 1000000) % 1000, zone);
 }
 
 }  // namespace uroce::cli

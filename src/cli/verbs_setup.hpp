@@ -1,7 +1,7 @@
 // What `uroce pingpong` and `uroce perf` share on the RDMA side: opening the UDP device by
 // name, picking the GID (so the source address) to use, a page-aligned registered buffer,
 // and the QP state transitions RESET -> INIT -> RTR -> RTS with the attribute masks that
-// rdma-core's examples and perftest use (linux-rxe-facts.md §1 lists what each one requires).
+// rdma-core's examples and perftest use (docs/rxe-facts.md §1 lists what each one requires).
 #pragma once
 
 #include <cstdint>

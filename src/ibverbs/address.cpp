@@ -2,7 +2,7 @@
 // ibv_create_ah_from_wc): the reply goes back to where the packet came from.
 //
 // On RoCE v2 the 40-byte GRH area in front of a UD payload holds the received IP header,
-// laid out as rxe writes it (linux-rxe-facts.md §2g): an IPv6 header as is, or 20 zero
+// laid out as rxe writes it (docs/rxe-facts.md §2g): an IPv6 header as is, or 20 zero
 // bytes then the IPv4 header. Which one is told as rdma-core's get_grh_header_version does.
 #include <endian.h>
 

@@ -1,5 +1,5 @@
 // IpAddr: one IPv4 or IPv6 address in the form a GID and wire::IpContext use — 16 bytes, with
-// an IPv4 address stored IPv4-mapped as ::ffff:a.b.c.d (rocev2-wire.md "A GID is an IPv6
+// an IPv4 address stored IPv4-mapped as ::ffff:a.b.c.d (docs/wire-facts.md "A GID is an IPv6
 // address"). Conversions to and from sockaddr live here so no other file juggles them.
 #pragma once
 

@@ -1,5 +1,7 @@
 #include "net/reuseport_registry.hpp"
 
+#include "common/netns.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -160,8 +162,18 @@ std::string RegistryFile::default_dir() {
   return "/tmp/uroce-" + std::to_string(geteuid());
 }
 
-NetResult<RegistryFile> RegistryFile::open(const std::string& dir_in, uint16_t port) {
-  const std::string dir = dir_in.empty() ? default_dir() : dir_in;
+std::string RegistryFile::namespace_dir(const std::string& dir, uint64_t netns) {
+  return dir + "/" + netns_key(netns);
+}
+
+std::string RegistryFile::path_for(const std::string& dir, uint64_t netns, uint16_t port) {
+  return namespace_dir(dir, netns) + "/port-" + std::to_string(port) + ".reg";
+}
+
+namespace {
+
+// mkdir -m 0700 that accepts an existing directory only if it is ours (not a symlink).
+NetResult<bool> make_private_dir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     int err = errno;
     return NetError{
@@ -172,7 +184,18 @@ NetResult<RegistryFile> RegistryFile::open(const std::string& dir_in, uint16_t p
     return NetError{EPERM, dir + " is not a directory owned by uid " + std::to_string(geteuid()) +
                                "; remove it or set XDG_RUNTIME_DIR to a private directory"};
   }
-  std::string path = dir + "/port-" + std::to_string(port) + ".reg";
+  return true;
+}
+
+}  // namespace
+
+NetResult<RegistryFile> RegistryFile::open(const std::string& dir_in, uint16_t port) {
+  const std::string dir = dir_in.empty() ? default_dir() : dir_in;
+  const uint64_t netns = netns_inode();
+  for (const std::string& d : {dir, namespace_dir(dir, netns)}) {
+    if (auto made = make_private_dir(d); !made) return made.error();
+  }
+  std::string path = path_for(dir, netns, port);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     int err = errno;

@@ -1,10 +1,14 @@
 // The registry of one UDP port number's reuseport groups: which process (and which UdpPort in
 // it) owns which QPN slot on which address, and at which position the kernel keeps its socket.
 //
-// One small text file per port number, in a per-user directory ($XDG_RUNTIME_DIR/uroce, else
-// /tmp/uroce-<uid>, mode 0700; every member of a reuseport group has the same effective UID
-// anyway), guarded with flock(LOCK_EX). Every change of a group (bind, close, program attach)
-// happens while the lock is held, so the file mirrors the kernel's socks[] array:
+// One small text file per port number and network namespace, in a per-user directory
+// ($XDG_RUNTIME_DIR/uroce, else /tmp/uroce-<uid>, mode 0700; every member of a reuseport group
+// has the same effective UID anyway): <dir>/netns-<inode>/port-<port>.reg, guarded with
+// flock(LOCK_EX). The kernel keeps one reuseport group per namespace, so a process in another
+// namespace on the same port must not appear in ours: its position would shift every
+// position computed here, and steering would send our packets to a socket that is not there. Every
+// change of a group (bind, close, program attach) happens while the lock is held, so the file
+// mirrors the kernel's socks[] array:
 //   - bind appends: a new member's position is the number of live members on its address;
 //   - close moves the last member into the closed one's position (reuseport_detach_sock).
 // A member killed without cleanup is found dead (its pid is gone, a zombie, or belongs to a
@@ -77,9 +81,13 @@ size_t prune_dead_members(RegistryState& s, AliveFn alive = &process_alive);
 // The locked registry file of one port number.
 class RegistryFile {
  public:
-  // Opens (creating) <dir>/port-<port>.reg; `dir` empty means the default directory.
+  // Opens (creating) path_for(dir, <this process' network namespace>, port); `dir` empty
+  // means the default directory.
   [[nodiscard]] static NetResult<RegistryFile> open(const std::string& dir, uint16_t port);
   [[nodiscard]] static std::string default_dir();
+  // <dir>/netns-<netns>, and the registry file of `port` in it.
+  [[nodiscard]] static std::string namespace_dir(const std::string& dir, uint64_t netns);
+  [[nodiscard]] static std::string path_for(const std::string& dir, uint64_t netns, uint16_t port);
 
   RegistryFile(RegistryFile&& other) noexcept;
   RegistryFile& operator=(RegistryFile&& other) noexcept;

@@ -12,7 +12,7 @@
 // same QPN slot so datagrams for this device's QPNs are steered to it on every address.
 //
 // UDP port other than 4791 (tests, side-by-side runs): the engine always builds and checks
-// ICRCs for destination port 4791 (rocev2-wire.md: the UDP ports are not masked). The adapter
+// ICRCs for destination port 4791 (docs/wire-facts.md: the UDP ports are not masked). The adapter
 // sends to the configured port and presents received datagrams as sent to 4791, so two uroce
 // devices on the same non-standard port agree; on 4791 nothing is translated.
 #pragma once

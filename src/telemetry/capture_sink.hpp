@@ -5,7 +5,7 @@
 // file in order.
 //
 // IPv4 ID: RoCE v2 masks TTL, TOS, checksum and flow label out of the ICRC, not the ID
-// (rocev2-wire.md), so a frame must carry the ID the ICRC was computed with to verify.
+// (docs/wire-facts.md), so a frame must carry the ID the ICRC was computed with to verify.
 // Sent frames get ID 0 + DF, which is what uroce computes its ICRC
 // with and what the kernel writes for a DF socket. A UDP socket does not see a received
 // packet's ID, so received frames are written with ID 0 + DF too: for packets from uroce

@@ -1,7 +1,7 @@
 // The shared-memory counters segment every uroce process publishes per device, so that
 // `uroce stat` (another process, no root for the same user) reads them like
-// `rdma statistic show`. File: <dir>/uroce-<pid>-<device> (dir: $UROCE_STAT_DIR or /dev/shm;
-// mode 0600), one fixed layout:
+// `rdma statistic show`. File: <dir>/uroce-<pid>-netns-<inode>-<device> (dir: $UROCE_STAT_DIR or
+// /dev/shm; mode 0600), one fixed layout:
 //
 //   header   magic "UROCEST1", version, layout size, pid, process start time (for pid reuse),
 //            device name, counter count and the counter names (written once, before the

@@ -13,10 +13,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
+
+#include "common/netns.hpp"
 
 namespace uroce::telemetry {
 
@@ -110,10 +114,42 @@ uint64_t proc_start_ticks(int pid) {
   return ticks;
 }
 
+std::string program_from_cmdline(const std::string& cmdline) {
+  std::vector<std::string> args;
+  for (size_t at = 0; at < cmdline.size() && args.size() < 2;) {
+    const size_t end = std::min(cmdline.find('\0', at), cmdline.size());
+    args.push_back(cmdline.substr(at, end - at));
+    at = end + 1;
+  }
+  if (args.empty() || args[0].empty()) return "";
+  auto base = [](const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+  };
+  const std::string program = base(args[0]);
+  const bool interpreter = program.starts_with("python") || program == "perl" || program == "sh" ||
+                           program == "bash" || program == "ruby";
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' &&
+      (program == "uroce" || interpreter)) {
+    return program + " " + base(args[1]);
+  }
+  return program;
+}
+
+std::string process_program(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return program_from_cmdline(cmdline);
+}
+
+std::string segment_name(int pid, uint64_t netns, const std::string& device) {
+  return "uroce-" + std::to_string(pid) + "-" + netns_key(netns) + "-" + device;
+}
+
 std::unique_ptr<ShmPublisher> ShmPublisher::create(const std::string& device,
                                                    const std::vector<std::string>& names,
                                                    std::string* error) {
-  const std::string base = shm_dir() + "/uroce-" + std::to_string(getpid()) + "-" + device;
+  const std::string base = shm_dir() + "/" + segment_name(getpid(), netns_inode(), device);
   int fd = -1;
   std::string path;
   for (int n = 0; n < 64 && fd < 0; ++n) {
@@ -274,17 +310,25 @@ std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
   }
   closedir(d);
   std::sort(files.begin(), files.end());
+  const std::string our_netns = "-" + netns_key(netns_inode()) + "-";
   for (const std::string& name : files) {
     const std::string path = dir + "/" + name;
-    // uroce-<pid>-<device>: the pid from the name, so a dead process' segment is found
-    // even when its header is unreadable.
+    // uroce-<pid>-netns-<inode>-<device>: the pid from the name, so a dead process' segment
+    // is found even when its header is unreadable.
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + 6, &end, 10);
     if (end == nullptr || *end != '-' || pid <= 0) continue;
     if (options.pid && *options.pid != pid) continue;
+    const bool exists = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    if (std::string_view(end).substr(0, our_netns.size()) != our_netns) {
+      // Another network namespace's process (or an older uroce's unkeyed name): not shown
+      // here, as its devices are not reachable from here; removed once its process is gone,
+      // which any namespace can tell since they share the pid namespace.
+      if (!exists && options.clean_stale) unlink(path.c_str());
+      continue;
+    }
     std::string error;
     std::optional<DeviceSnapshot> snap = read_segment(path, &error);
-    const bool exists = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
     bool alive = exists;
     if (alive && snap) {
       // Same pid, other program: the start time differs.

@@ -1,6 +1,6 @@
 // Writing and reading the shared-memory counters segment (layout: shm_layout.hpp).
 //
-//   auto pub = ShmPublisher::create("uroce0", &error);   // /dev/shm/uroce-<pid>-uroce0
+//   auto pub = ShmPublisher::create("uroce0", &error);   // /dev/shm/uroce-<pid>-netns-<n>-uroce0
 //   pub->publish(snapshot);                              // progress thread only
 //   for (auto& s : read_segments({.pid = 1234})) ...     // any process of the same user
 //
@@ -21,12 +21,24 @@ namespace uroce::telemetry {
 // $UROCE_STAT_DIR, or /dev/shm.
 [[nodiscard]] std::string shm_dir();
 
+// uroce-<pid>-netns-<netns>-<device>: segments are keyed by network namespace (the inode of
+// /proc/self/ns/net) because /dev/shm is shared by all namespaces while a device's addresses,
+// port and peers exist in one: `uroce stat` lists only its own namespace's processes.
+[[nodiscard]] std::string segment_name(int pid, uint64_t netns, const std::string& device);
+
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 when unreadable.
 [[nodiscard]] uint64_t proc_start_ticks(int pid);
 
+// What `uroce stat` names a process by: the base name of argv[0] from /proc/<pid>/cmdline,
+// with argv[1] added for `uroce` (the subcommand: "uroce perf") and for interpreters
+// ("python3 rc_pingpong.py"); "" when unreadable.
+[[nodiscard]] std::string process_program(int pid);
+// The same from a raw cmdline (NUL-separated arguments).
+[[nodiscard]] std::string program_from_cmdline(const std::string& cmdline);
+
 class ShmPublisher {
  public:
-  // Creates <shm_dir>/uroce-<pid>-<device> (or -<device>.<n> when this process already
+  // Creates <shm_dir>/segment_name(pid, netns, device) (or with .<n> when this process already
   // published a device of that name). counter_names: the order publish() values come in.
   static std::unique_ptr<ShmPublisher> create(const std::string& device,
                                               const std::vector<std::string>& counter_names,
@@ -50,9 +62,9 @@ struct ReadOptions {
   bool clean_stale = true;  // unlink segments of dead processes (when permitted)
 };
 
-// Every live segment in shm_dir(), sorted by pid then device. Segments that are not ours to
-// read (another user's, without root) or of an unknown version are skipped; `notes`, when
-// given, gets one line per skipped or cleaned segment.
+// Every live segment of this network namespace in shm_dir(), sorted by pid then device. Segments
+// that are not ours to read (another user's, without root) or of an unknown version are skipped;
+// `notes`, when given, gets one line per skipped or cleaned segment.
 [[nodiscard]] std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
                                                         std::vector<std::string>* notes = nullptr);
 

@@ -100,7 +100,7 @@ class Engine {
 
   // QP1 is handed out for QpType::kGsi; other types get QPNs from the configured range.
   Result<QpInfo> create_qp(PdId pd, const QpInitAttr& attr);
-  // IBTA/rxe transition table (linux-rxe-facts.md §1): EINVAL for an invalid transition or
+  // IBTA/rxe transition table (docs/rxe-facts.md §1): EINVAL for an invalid transition or
   // a mask bit neither required nor optional; EOPNOTSUPP for bits outside 0..20.
   Status modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t attr_mask);
   Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init_attr) const;

@@ -1,5 +1,5 @@
 // The QP state transition table (see qp_state.hpp). Values transcribed from Linux 6.1
-// core/verbs.c qp_state_table, as listed in linux-rxe-facts.md §1.
+// core/verbs.c qp_state_table, as listed in docs/rxe-facts.md §1.
 #include "transport/qp_state.hpp"
 
 #include <array>

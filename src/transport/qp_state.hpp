@@ -1,7 +1,7 @@
 // The ibv_modify_qp admission check: the IBTA QP state transition table with the required
 // and optional attribute masks per QP type (IBA 10.3, Linux core/verbs.c qp_state_table,
 // ib_modify_qp_is_ok) and rxe's value checks (rxe_qp_chk_attr). Pure: it decides, the
-// engine applies. See linux-rxe-facts.md §1.
+// engine applies. See docs/rxe-facts.md §1.
 #pragma once
 
 #include <cstdint>

@@ -49,7 +49,7 @@ namespace uroce::transport {
   return Nanos(int64_t{4096} << timeout);
 }
 
-// RNR NAK timer field (IBA Table 45, linux-rxe-facts.md §2a), exact values in ns (rxe's
+// RNR NAK timer field (IBA Table 45, docs/rxe-facts.md §2a), exact values in ns (rxe's
 // copy has 61410 us for code 25, a typo; rxe also rounds up to 4 ms jiffies, we do not).
 [[nodiscard]] constexpr Nanos rnr_timeout(uint8_t code) {
   constexpr int64_t kUs[32] = {655360, 10,    20,    30,     40,     60,     80,     120,

@@ -2,18 +2,25 @@
 // `uroce stat` reads the shared-memory counters exactly, the Prometheus endpoint
 // (UROCE_METRICS) passes promtool and is scraped by a real prometheus server, UROCE_CAPTURE
 // writes a pcap whose every frame verifies and that `uroce dump --analyze` summarises, and a
-// RETRY_EXC_ERR completion is explained in the log and in `uroce stat`.
+// RETRY_EXC_ERR completion is explained in the log and in `uroce stat`; `uroce stat --watch`
+// shows timestamps, rates and program names, and hides zero counters unless --all.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include "device_integration_util.hpp"
 #include "wire/frame.hpp"
 #include "wire/icrc.hpp"
@@ -139,6 +146,126 @@ TEST_F(TelemetryTest, StatReadsTheCountersOfThisProcessExactly) {
             std::string::npos)
       << qout;
   EXPECT_NE(qout.find(fmt::format("rdma_sends {}", kMessages)), std::string::npos) << qout;
+}
+
+// Runs `cmd` in the background, collecting its stdout line by line; `started` turns true once
+// the first line arrived (for `uroce stat --watch`: the first reading was taken).
+class Background {
+ public:
+  explicit Background(const std::string& cmd)
+      : thread_([this, cmd] {
+          FILE* p = popen(cmd.c_str(), "r");
+          if (p == nullptr) return;
+          char line[65536];
+          while (fgets(line, sizeof line, p) != nullptr) {
+            std::lock_guard lock(mu_);
+            lines_.emplace_back(line);
+            started_ = true;
+          }
+          status_ = pclose(p);
+        }) {}
+  ~Background() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool wait_started(std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (started_.load()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  std::vector<std::string> finish() {
+    thread_.join();
+    return lines_;
+  }
+  int status() const { return status_; }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+  std::atomic<bool> started_{false};
+  int status_ = -1;
+  std::thread thread_;
+};
+
+// `uroce stat --watch`: each refresh opens with a timestamp, names the program of the
+// process, and the second one shows per-second rates of what moved in between (text:
+// "(+N/s)"; JSON: exactly the change over the interval between the two publications).
+TEST_F(TelemetryTest, StatWatchShowsTimestampsRatesAndTheProgram) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  const std::string env = "UROCE_STAT_DIR=" + stat_dir_.path() + " ";
+  const std::string pid = std::to_string(getpid());
+  Background text(env + uroce_bin() + " stat --watch 1 --iterations 2 --pid " + pid);
+  Background json(env + uroce_bin() + " stat --json --watch 1 --iterations 2 --pid " + pid);
+  ASSERT_TRUE(text.wait_started(std::chrono::seconds(10)));
+  ASSERT_TRUE(json.wait_started(std::chrono::seconds(10)));
+  traffic(qa, qb);  // between the first reading and the second (1 s later)
+  const std::vector<std::string> lines = text.finish();
+  const std::vector<std::string> jlines = json.finish();
+  EXPECT_EQ(text.status(), 0);
+  EXPECT_EQ(json.status(), 0);
+
+  // Text: two refreshes, each opened by its timestamp.
+  static const std::regex kHeader(
+      R"(--- \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} [+-]\d{4} ---\n)");
+  std::vector<std::string> refreshes;
+  for (const std::string& l : lines) {
+    if (std::regex_match(l, kHeader)) {
+      refreshes.emplace_back();
+    } else if (!refreshes.empty()) {
+      refreshes.back() += l;
+    }
+  }
+  ASSERT_EQ(refreshes.size(), 2u) << fmt::format("{}", fmt::join(lines, ""));
+  EXPECT_EQ(lines[0].substr(0, 4), "--- ");
+  EXPECT_NE(refreshes[1].find(" pid " + pid + " (telemetry_stat_test)\n"), std::string::npos)
+      << refreshes[1];
+  EXPECT_EQ(refreshes[0].find("/s)"), std::string::npos) << refreshes[0];
+  EXPECT_TRUE(std::regex_search(refreshes[1], std::regex(R"(sent_pkts \d+ \(\+\d+/s\))")))
+      << refreshes[1];
+  // Counters that are 0 are hidden (this loopback pair has no bad P_Keys).
+  EXPECT_EQ(refreshes[1].find("drop_bad_pkey"), std::string::npos) << refreshes[1];
+
+  // JSON: one array per refresh; the rate is the change over the publication interval.
+  ASSERT_EQ(jlines.size(), 2u);
+  const auto first = nlohmann::json::parse(jlines[0]);
+  const auto second = nlohmann::json::parse(jlines[1]);
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_FALSE(first[0].contains("rates"));
+  double moved = 0;
+  for (size_t d = 0; d < 2; ++d) {
+    EXPECT_EQ(second[d]["program"], "telemetry_stat_test");
+    EXPECT_GT(second[d]["read_unix_ns"].get<uint64_t>(), first[d]["read_unix_ns"].get<uint64_t>());
+    const double interval = static_cast<double>(second[d]["published_unix_ns"].get<uint64_t>() -
+                                                first[d]["published_unix_ns"].get<uint64_t>()) /
+                            1e9;
+    ASSERT_GT(interval, 0) << second[d].dump();
+    EXPECT_EQ(second[d]["interval_s"].get<double>(), interval);
+    const uint64_t before = first[d]["counters"]["sent_pkts"].get<uint64_t>();
+    const uint64_t after = second[d]["counters"]["sent_pkts"].get<uint64_t>();
+    EXPECT_EQ(second[d]["rates"]["sent_pkts"].get<double>(),
+              static_cast<double>(after - before) / interval);
+    moved += static_cast<double>(after - before);
+  }
+  EXPECT_GE(moved, 2.0 * kMessages);  // every SEND and its ACK, on one device or the other
+}
+
+TEST_F(TelemetryTest, StatAllShowsTheZeroCountersToo) {
+  QueuePair qa = a_->make_qp(QpType::kRc);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  traffic(qa, qb);
+  const std::string cmd = "UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() +
+                          " stat --pid " + std::to_string(getpid());
+  auto [st, out] = run(cmd);
+  ASSERT_EQ(st, 0) << out;
+  auto [ast, all] = run(cmd + " --all");
+  ASSERT_EQ(ast, 0) << all;
+  EXPECT_EQ(out.find("drop_bad_pkey"), std::string::npos) << out;
+  EXPECT_NE(all.find(" drop_bad_pkey 0"), std::string::npos) << all;
+  EXPECT_NE(out.find(fmt::format("rdma_sends {}", kMessages)), std::string::npos) << out;
 }
 
 TEST_F(TelemetryTest, PrometheusEndpointPassesPromtoolAndIsScraped) {
@@ -294,8 +421,9 @@ TEST(TelemetryStatTest, NoProcessIsAnErrorWithAReason) {
   TempDir empty;
   auto [st, out] = run("UROCE_STAT_DIR=" + empty.path() + " " + uroce_bin() + " stat 2>&1");
   EXPECT_EQ(st, 1);
-  EXPECT_EQ(out,
-            "uroce stat: no running uroce process publishes counters in " + empty.path() + "\n");
+  EXPECT_EQ(
+      out, "uroce stat: no running uroce process of this network namespace publishes counters in " +
+               empty.path() + "\n");
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ using test::quote;
 using test::run;
 
 const std::string kUroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-const std::string kCaptures = std::string(UROCE_SHARED_DIR) + "/captures";
+const std::string kCaptures = std::string(UROCE_SOURCE_DIR) + "/tests/data/rxe";
 
 std::vector<std::string> captures() {
   std::vector<std::string> files;
@@ -89,7 +89,7 @@ size_t frame_count(const std::string& file) {
 
 TEST(DumpCommand, EveryCaptureMatchesTshark) {
   const auto files = captures();
-  ASSERT_GE(files.size(), 7u);  // the seven Soft-RoCE captures of captures/README.md
+  ASSERT_GE(files.size(), 7u);  // the seven Soft-RoCE captures of tests/data/rxe/README.md
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     const auto r = dump(file);

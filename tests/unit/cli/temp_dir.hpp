@@ -1,5 +1,5 @@
-// A directory under /tmp that lives as long as the test needs it (tests never write to
-// /work/shared).
+// A directory under /tmp that lives as long as the test needs it (tests never write into the
+// source tree).
 #pragma once
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // What the kernel writes into the IPv4 header of uroce's datagrams, read back with an
 // AF_PACKET capture on lo (needs CAP_NET_RAW, so skipped otherwise). The ICRC covers the IPv4
-// ID and flags (rocev2-wire.md), so uroce relies on this: an unconnected socket with
+// ID and flags (docs/wire-facts.md), so uroce relies on this: an unconnected socket with
 // IP_PMTUDISC_DO sends DF and ID 0, from the main socket and from source-port sockets alike.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,12 +1,17 @@
 #include "net/reuseport_registry.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
+
+#include "common/netns.hpp"
 
 namespace uroce::net {
 namespace {
@@ -123,7 +128,7 @@ TEST(Registry, FileStoreLoadAndChangeDetection) {
     auto b = RegistryFile::open(dir, 24700);
     ASSERT_TRUE(a.ok()) << a.error().message;
     ASSERT_TRUE(b.ok());
-    EXPECT_EQ(a.value().path(), dir + "/port-24700.reg");
+    EXPECT_EQ(a.value().path(), dir + "/" + netns_key(netns_inode()) + "/port-24700.reg");
     RegistryState s;
     {
       auto lock = a.value().lock();
@@ -141,6 +146,89 @@ TEST(Registry, FileStoreLoadAndChangeDetection) {
     EXPECT_EQ(b.value().load(), s);
     EXPECT_FALSE(b.value().changed_since_last_seen());
   }
+  std::filesystem::remove_all(dir);
+}
+
+// The key is the namespace's inode as the kernel names it in the /proc/self/ns/net link.
+TEST(Registry, NetnsInodeIsTheNamespaceLinksInode) {
+  char link[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/net", link, sizeof link - 1), 0);
+  EXPECT_EQ("net:[" + std::to_string(netns_inode()) + "]", std::string(link));
+  EXPECT_NE(netns_inode(), 0u);
+  EXPECT_EQ(netns_key(4026531840), "netns-4026531840");
+}
+
+TEST(Registry, PathIsKeyedByNetworkNamespaceAndPort) {
+  EXPECT_EQ(RegistryFile::path_for("/tmp/uroce-1000", 4026531840, 4791),
+            "/tmp/uroce-1000/netns-4026531840/port-4791.reg");
+  EXPECT_EQ(RegistryFile::namespace_dir("/run/user/1000/uroce", 4026532301),
+            "/run/user/1000/uroce/netns-4026532301");
+  EXPECT_NE(RegistryFile::path_for("/d", 1, 4791), RegistryFile::path_for("/d", 2, 4791));
+  EXPECT_NE(RegistryFile::path_for("/d", 1, 4791), RegistryFile::path_for("/d", 1, 4792));
+}
+
+// A process in another network namespace, same directory and port, gets its own file: what it
+// registers is not in ours, and ours is not in its (root only: unshare(CLONE_NEWNET)).
+TEST(Registry, AnotherNetworkNamespaceHasItsOwnRegistry) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  char tmpl[] = "/tmp/uroce-net-regns-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  constexpr uint16_t kPort = 24701;
+  auto ours = RegistryFile::open(dir, kPort);
+  ASSERT_TRUE(ours.ok()) << ours.error().message;
+  {
+    auto lock = ours.value().lock();
+    RegistryState s = ours.value().load();
+    s.members.push_back(member(getpid(), 3, "127.0.0.1", 0));
+    ours.value().store(s);
+  }
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipefd[0]);
+    // Exit codes: 1 unshare failed, 2 open failed, 3 our member visible, 4 same path.
+    if (unshare(CLONE_NEWNET) != 0) _exit(1);
+    auto theirs = RegistryFile::open(dir, kPort);
+    if (!theirs.ok()) _exit(2);
+    auto lock = theirs.value().lock();
+    RegistryState s = theirs.value().load();
+    if (!s.members.empty()) _exit(3);
+    s.members.push_back(member(getpid(), 3, "127.0.0.1", 0));
+    theirs.value().store(s);
+    const uint64_t ino = netns_inode();
+    if (write(pipefd[1], &ino, sizeof ino) != sizeof ino) _exit(5);
+    _exit(theirs.value().path() == RegistryFile::path_for(dir, netns_inode(), kPort) &&
+                  theirs.value().path() != RegistryFile::path_for(dir, 0, kPort)
+              ? 0
+              : 4);
+  }
+  close(pipefd[1]);
+  uint64_t child_ns = 0;
+  ASSERT_EQ(read(pipefd[0], &child_ns, sizeof child_ns), static_cast<ssize_t>(sizeof child_ns));
+  close(pipefd[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(child_ns, netns_inode());
+  EXPECT_EQ(ours.value().path(), RegistryFile::path_for(dir, netns_inode(), kPort));
+  {
+    auto lock = ours.value().lock();
+    const RegistryState s = ours.value().load();
+    ASSERT_EQ(s.members.size(), 1u);
+    EXPECT_EQ(s.members[0].pid, getpid());
+  }
+  // The child's record sits in its own namespace's file.
+  auto theirs = parse_registry([&] {
+    std::ifstream in(RegistryFile::path_for(dir, child_ns, kPort));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }());
+  ASSERT_TRUE(theirs.has_value());
+  ASSERT_EQ(theirs->members.size(), 1u);
+  EXPECT_EQ(theirs->members[0].pid, child);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,5 +1,5 @@
 // `uroce dump --analyze`: a narrated synthetic capture with every retransmission cause, and
-// exact summaries of the real Soft-RoCE captures in /work/shared/captures.
+// exact summaries of the real Soft-RoCE captures in tests/data/rxe.
 #include "cli/analyze_capture.hpp"
 
 #include <gtest/gtest.h>
@@ -138,13 +138,13 @@ TEST(AnalyzeCaptureTest, EveryRetransmissionCauseNakCodeGapAndCnp) {
       << text;
 }
 
-std::string shared(const std::string& name) {
-  return std::string(UROCE_SHARED_DIR) + "/captures/" + name;
+std::string rxe_capture(const std::string& name) {
+  return std::string(UROCE_SOURCE_DIR) + "/tests/data/rxe/" + name;
 }
 
 TEST(AnalyzeCaptureTest, RealRxeWriteBandwidthCapture) {
   CaptureAnalysis a;
-  ASSERT_TRUE(analyze_capture(shared("write_bw.pcap"), a)) << a.error;
+  ASSERT_TRUE(analyze_capture(rxe_capture("write_bw.pcap"), a)) << a.error;
   EXPECT_EQ(a.frames, 1042u);
   EXPECT_EQ(a.roce_packets, 1000u);
   ASSERT_EQ(a.connections.size(), 1u);
@@ -162,7 +162,7 @@ TEST(AnalyzeCaptureTest, RealRxeWriteBandwidthCapture) {
 
 TEST(AnalyzeCaptureTest, RealRxeReadAndAtomicCaptures) {
   CaptureAnalysis r;
-  ASSERT_TRUE(analyze_capture(shared("read_bw.pcap"), r));
+  ASSERT_TRUE(analyze_capture(rxe_capture("read_bw.pcap"), r));
   ASSERT_EQ(r.connections.size(), 1u);
   EXPECT_EQ(r.connections[0].messages_by_kind.at("READ"), 200u);
   EXPECT_EQ(r.connections[0].read_responses, 800u);
@@ -171,7 +171,7 @@ TEST(AnalyzeCaptureTest, RealRxeReadAndAtomicCaptures) {
   EXPECT_EQ(r.connections[0].retransmitted_packets, 0u);
 
   CaptureAnalysis f;
-  ASSERT_TRUE(analyze_capture(shared("atomic_faa.pcap"), f));
+  ASSERT_TRUE(analyze_capture(rxe_capture("atomic_faa.pcap"), f));
   ASSERT_EQ(f.connections.size(), 1u);
   EXPECT_EQ(f.connections[0].messages_by_kind.at("ATOMIC"), 200u);
   EXPECT_EQ(f.connections[0].atomic_acks, 200u);
@@ -180,7 +180,7 @@ TEST(AnalyzeCaptureTest, RealRxeReadAndAtomicCaptures) {
 TEST(AnalyzeCaptureTest, PingPongCapturesHaveTwoConnections) {
   for (const char* name : {"rc_pingpong.pcap", "ud_pingpong.pcap", "send_lat.pcap"}) {
     CaptureAnalysis a;
-    ASSERT_TRUE(analyze_capture(shared(name), a)) << name;
+    ASSERT_TRUE(analyze_capture(rxe_capture(name), a)) << name;
     ASSERT_EQ(a.connections.size(), 2u) << name;
     for (const ConnectionSummary& c : a.connections) {
       EXPECT_EQ(c.retransmitted_packets, 0u) << name;
@@ -192,7 +192,7 @@ TEST(AnalyzeCaptureTest, PingPongCapturesHaveTwoConnections) {
 
 TEST(AnalyzeCaptureTest, CommandPrintsJsonAndFailsOnAMissingFile) {
   const std::string uroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-  FILE* p = popen((uroce + " dump --analyze --json " + shared("imm.pcap")).c_str(), "r");
+  FILE* p = popen((uroce + " dump --analyze --json " + rxe_capture("imm.pcap")).c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
   char buf[4096];

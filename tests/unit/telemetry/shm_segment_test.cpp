@@ -1,8 +1,10 @@
 // The shared-memory counters segment: exact round trip of every field, stale segments of
-// dead processes removed, and a reader never seeing a half-written snapshot.
+// dead processes removed, segments keyed by network namespace, and a reader never seeing a
+// half-written snapshot.
 #include "telemetry/shm_segment.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+
+#include "common/netns.hpp"
 
 namespace uroce::telemetry {
 namespace {
@@ -55,7 +59,8 @@ TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
   std::string error;
   auto pub = ShmPublisher::create("uroce0", kNames, &error);
   ASSERT_NE(pub, nullptr) << error;
-  EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-uroce0");
+  EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-netns-" +
+                             std::to_string(netns_inode()) + "-uroce0");
   pub->publish(sample());
   auto all = read_segments({});
   ASSERT_EQ(all.size(), 1u);
@@ -107,13 +112,73 @@ TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
   int st = 0;
   waitpid(child, &st, 0);
   ASSERT_EQ(WEXITSTATUS(st), 0);
-  const std::string path = dir_ + "/uroce-" + std::to_string(child) + "-uroce0";
+  const std::string path = dir_ + "/" + segment_name(child, netns_inode(), "uroce0");
   ASSERT_TRUE(std::filesystem::exists(path));
   std::vector<std::string> notes;
   EXPECT_TRUE(read_segments({.pid = child}, &notes).empty());
   EXPECT_FALSE(std::filesystem::exists(path));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0], "removed stale " + path + " (pid " + std::to_string(child) + " is gone)");
+}
+
+TEST(ShmNameTest, NameCarriesPidNamespaceAndDevice) {
+  EXPECT_EQ(segment_name(1234, 4026531840, "uroce_lo"), "uroce-1234-netns-4026531840-uroce_lo");
+}
+
+// A process in another network namespace (root only: unshare) publishes into the same
+// directory; this namespace's reader does not list it, its own reader does not list ours, and
+// its segment is removed by our reader once it is gone.
+TEST_F(ShmTest, OtherNetworkNamespacesSegmentsAreNotListed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  auto ours = ShmPublisher::create("uroce0", kNames, nullptr);
+  ASSERT_NE(ours, nullptr);
+  ours->publish(sample());
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: 1 unshare, 2 publish, 3 it saw something other than itself.
+    if (unshare(CLONE_NEWNET) != 0) _exit(1);
+    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    if (pub == nullptr) _exit(2);
+    DeviceSnapshot s = sample();
+    s.pid = getpid();
+    pub->publish(s);
+    const auto seen = read_segments({});
+    const bool only_itself = seen.size() == 1 && seen[0].pid == getpid();
+    char c = only_itself ? 'y' : 'n';
+    if (write(ready[1], &c, 1) != 1) _exit(4);
+    if (read(done[0], &c, 1) != 1) _exit(4);
+    _exit(only_itself ? 0 : 3);  // no destructor: the segment stays, like after a SIGKILL
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  const auto seen = read_segments({});
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].pid, getpid());
+  EXPECT_TRUE(read_segments({.pid = child}).empty());
+  // Its segment is there, under its own namespace's name.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 2u);
+  ASSERT_EQ(write(done[1], "x", 1), 1);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  EXPECT_EQ(read_segments({}).size(), 1u);
+  files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string(), ours->path());
+    ++files;
+  }
+  EXPECT_EQ(files, 1u);
 }
 
 TEST_F(ShmTest, ReaderNeverSeesATornSnapshot) {

@@ -210,7 +210,7 @@ TEST_F(StateMachineTest, CurStateMustBeRtrToSqe) {
 }
 
 TEST_F(StateMachineTest, TableMatchesRxe) {
-  // Spot checks of the transcribed table (linux-rxe-facts.md §1).
+  // Spot checks of the transcribed table (docs/rxe-facts.md §1).
   EXPECT_EQ(transition_masks(QpType::kGsi, QpState::kReset, QpState::kInit).required,
             kQpPkeyIndex | kQpQkey);
   EXPECT_EQ(transition_masks(QpType::kRc, QpState::kSqe, QpState::kRts).optional, 0u);

@@ -1,7 +1,7 @@
 // Error statuses between two engines: every work-completion error the transport can
 // produce, on both sides, with the QP states and counters that go with it (IBA 10.7.2
 // completion statuses, 10.3.1 the error state, 9.9 error classes; rxe behaviour from
-// shared/docs/linux-rxe-facts.md §2d).
+// docs/rxe-facts.md §2d).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,7 +1,7 @@
 // Narrated packet scripts: one engine QP, the test plays the peer packet by packet and
 // asserts on every packet the engine transmits, on memory, on completions and on every
 // counter. Each script reads as "receive X / expect Y"; the rules cited are IBTA Vol 1
-// chapter 9 (C9-xx) and what Linux rxe does (shared/docs/linux-rxe-facts.md §2d).
+// chapter 9 (C9-xx) and what Linux rxe does (docs/rxe-facts.md §2d).
 #include <gtest/gtest.h>
 
 #include <numeric>

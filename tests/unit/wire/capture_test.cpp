@@ -1,4 +1,4 @@
-// Real Linux Soft-RoCE traffic (/work/shared/captures): every RoCE frame decodes, its ICRC
+// Real Linux Soft-RoCE traffic (tests/data/rxe): every RoCE frame decodes, its ICRC
 // checks exactly with the full IP header and modulo the IPv4 ID with only what a UDP socket
 // sees, and rebuilding it from the parsed fields gives rxe's bytes back.
 #include <gtest/gtest.h>

@@ -47,8 +47,8 @@ bool have_program(const std::string& name) {
 
 std::vector<std::filesystem::path> capture_files() {
   std::vector<std::filesystem::path> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::filesystem::path(UROCE_SHARED_DIR) / "captures")) {
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(UROCE_SOURCE_DIR) / "tests/data/rxe")) {
     if (entry.path().extension() == ".pcap") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());

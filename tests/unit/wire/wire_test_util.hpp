@@ -32,7 +32,7 @@ class TempDir {
 std::string run_command(const std::string& command, int& exit_status);
 [[nodiscard]] bool have_program(const std::string& name);
 
-// Every *.pcap in the shared captures directory, sorted.
+// Every *.pcap in tests/data/rxe (the Soft-RoCE captures), sorted.
 std::vector<std::filesystem::path> capture_files();
 
 // One RoCE frame of a capture: its number and the decapsulated frame. The spans are valid
