@@ -97,9 +97,11 @@ class Completer {
   bool nak_retry_running_ = false;  // a NAK-started retry made no progress yet
 };
 
-// A READ or atomic the responder executed, kept for duplicates (IBA 9.7.5.1.3 C9-114..).
+// A READ, atomic, FLUSH or ATOMIC WRITE the responder executed, kept for duplicates (IBA
+// 9.7.5.1.3 C9-114.., IBA 1.5 oA19-14/15: a duplicate FLUSH or ATOMIC WRITE is answered
+// again, never executed twice).
 struct RdAtomicResource {
-  enum class Kind : uint8_t { kFree, kRead, kAtomic };
+  enum class Kind : uint8_t { kFree, kRead, kAtomic, kFlushOrAtomicWrite };
   Kind kind = Kind::kFree;
   Psn first_psn;
   Psn last_psn;
@@ -144,6 +146,11 @@ class Responder {
   void duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   // Executes an in-sequence request; returns false when it ended in an error already handled.
   bool execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  bool execute_atomic_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  // The answer to an executed (or duplicate) FLUSH / ATOMIC WRITE: a zero-length RDMA READ
+  // Response Only with an ACK AETH (IBA 1.5, rxe send_read_response_ack).
+  void queue_empty_read_response(Psn psn);
   bool take_wqe(EngineImpl& e, Qp& qp);
   void class_c_error(EngineImpl& e, Qp& qp, wire::NakCode code, WcStatus recv_status, Psn psn);
   void complete_recv(EngineImpl& e, Qp& qp, const Wc& wc, bool solicited);

@@ -6,15 +6,19 @@
 //      replayed from the result cache, never executed twice (C9-115); UC: a gap drops the
 //      message.
 //   2. Opcode sequence (9.7.5.1.2): Middle/Last only inside a message of the same kind.
-//   3. The QP allows the operation (access flags, max_dest_rd_atomic > 0).
+//   3. The QP allows the operation (access flags, max_dest_rd_atomic > 0; FLUSH: the
+//      placement type's FLUSH right, ATOMIC WRITE: REMOTE_WRITE, as rxe 6.2+).
 //   4. A receive WQE for SEND and WRITE-with-immediate: none -> RNR NAK with min_rnr_timer
 //      (9.7.5.1.4; UC drops).
 //   5. Lengths and R_Keys through the memory checker: WRITE segments exactly PMTU but the
 //      last (rxe check_rkey), message <= receive WQE (else LOC_LEN_ERR).
-//   6. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
+//   6. FLUSH and ATOMIC WRITE (IBA 1.5) execute once, answered by a zero-length READ
+//      Response Only (their duplicates get the answer again).
+//   7. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
 //      every packet with AckReq (rxe does, peers expect it).
 // Class A/C errors (9.9.2) NAK and then move the QP to ERR.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "transport/engine_impl.hpp"
@@ -30,6 +34,27 @@ namespace {
 
 uint32_t read_packets(uint32_t length, uint32_t mtu) {
   return std::max<uint32_t>(1, (length + mtu - 1) / mtu);
+}
+
+// The MR rights a FLUSH of this placement type needs (rxe check_rkey).
+uint32_t flush_access(const wire::Feth& f) {
+  uint32_t access = 0;
+  if ((f.placement() & kFlushGlobal) != 0) access |= kAccessFlushGlobal;
+  if ((f.placement() & kFlushPersistent) != 0) access |= kAccessFlushPersistent;
+  return access;
+}
+
+// A FLUSH the QP may execute: a known placement type (rxe check_qp_attr_access: each type
+// needs its right in qp_access_flags) and selectivity. rxe treats a FETH with no placement
+// bit, reserved bits or selectivity 2..3 as a no-op or a range FLUSH; uroce, stricter, calls
+// them the invalid requests they are (IBA 1.5 FETH: those values are reserved).
+bool flush_allowed(const wire::Feth& f, uint32_t qp_access) {
+  constexpr uint32_t kKnownPlacement = kFlushGlobal | kFlushPersistent;
+  const uint32_t reserved = f.bits & ~(wire::Feth::kPlacementMask | wire::Feth::kSelectivityMask);
+  if (f.placement() == 0 || (f.placement() & ~kKnownPlacement) != 0 || reserved != 0) return false;
+  if (f.selectivity() != kFlushRange && f.selectivity() != kFlushMr) return false;
+  const uint32_t need = flush_access(f);
+  return (qp_access & need) == need;
 }
 
 }  // namespace
@@ -172,13 +197,19 @@ void Responder::on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
     return;
   }
   const uint32_t access = qp.attr.qp_access_flags;
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
   const bool is_read = (flags & wire::kIsReadRequest) != 0;
+  // ATOMIC WRITE needs REMOTE_WRITE and a responder resource (rxe check_qp_attr_access,
+  // check_resource); it is an atomic only in name.
+  const bool is_atomic_write = op == Op::kAtomicWrite;
   const bool is_atomic = (flags & wire::kIsAtomic) != 0;
-  const bool allowed = ((flags & wire::kIsWrite) == 0 || (access & kAccessRemoteWrite) != 0) &&
-                       (!is_read || (access & kAccessRemoteRead) != 0) &&
-                       (!is_atomic || (access & kAccessRemoteAtomic) != 0) &&
-                       (!(is_read || is_atomic) || qp.attr.max_dest_rd_atomic != 0) &&
-                       (flags & wire::kIsRequest) != 0;
+  const bool allowed =
+      ((flags & wire::kIsWrite) == 0 || (access & kAccessRemoteWrite) != 0) &&
+      (!is_atomic_write || (access & kAccessRemoteWrite) != 0) &&
+      (!is_read || (access & kAccessRemoteRead) != 0) &&
+      (!is_atomic || (access & kAccessRemoteAtomic) != 0) &&
+      (!(is_read || is_atomic || is_atomic_write) || qp.attr.max_dest_rd_atomic != 0) &&
+      (op != Op::kFlush || flush_allowed(pkt.hdr.feth, access)) && (flags & wire::kIsRequest) != 0;
   if (!allowed) {
     e.count(qp, Counter::kRespRemoteInvalidRequest);
     class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
@@ -220,6 +251,11 @@ void Responder::on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
 }
 
 bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc) {
+  if (rc) {
+    const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
+    if (op == Op::kFlush) return execute_flush(e, qp, pkt);
+    if (op == Op::kAtomicWrite) return execute_atomic_write(e, qp, pkt);
+  }
   const uint16_t flags = pkt.info->flags;
   const Psn psn = pkt.hdr.bth.psn;
   const std::span<const uint8_t> payload = pkt.payload;
@@ -304,14 +340,15 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
         wc.imm_data = pkt.hdr.immdt;
       }
       if ((flags & wire::kInv) != 0) {
-        // IBA 9.4.1.1 / 10.6.7: SEND with Invalidate invalidates the named R_Key.
-        if (!e.memory().invalidate_rkey(qp.pd, pkt.hdr.ieth_rkey)) {
-          e.count(qp, Counter::kRespRemoteInvalidRequest);
-          class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
-          return false;
-        }
-        wc.wc_flags |= kWcWithInv;
-        wc.invalidated_rkey = pkt.hdr.ieth_rkey;
+        // IBA 10.6.7.2: only a memory window or a fast-registration MR can be invalidated
+        // remotely, never an ibv_reg_mr region (rxe_invalidate_mr refuses those with
+        // -EINVAL). uroce has neither kind, so every SEND with Invalidate is refused: the
+        // named R_Key stays valid, the receive completes REM_INV_REQ_ERR and the QP goes to
+        // ERR like rxe (class J); unlike rxe, which ACKs, we NAK invalid request so the
+        // requester learns of it (docs/engine.md, "deliberately differs").
+        e.count(qp, Counter::kRespRemoteInvalidRequest);
+        class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+        return false;
       }
       in_msg_ = InMsg::kNone;
       ++msn_;
@@ -473,6 +510,85 @@ bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bo
   return true;
 }
 
+void Responder::queue_empty_read_response(Psn psn) {
+  RespItem item;
+  item.kind = RespItem::Kind::kRead;  // length 0: one READ Response Only, no payload
+  item.psn = psn;
+  item.msn = msn_;
+  queue(item);
+}
+
+// IBA 1.5 FLUSH (rxe check_rkey + process_flush): the R_Key must grant the placement type's
+// FLUSH right; a range FLUSH must lie inside the MR, a whole-region FLUSH names only the key.
+// uroce memory is ordinary process memory: the one effect a FLUSH can have is that every
+// earlier write the responder executed is visible to every thread of the process before the
+// answer leaves (a full fence, rxe's wmb()). Persistence cannot be promised, so no MR is
+// registered for it (reg_mr refuses FLUSH_PERSISTENT) and a persistent FLUSH always draws
+// NAK remote access error (or invalid request if the QP lacks the right).
+bool Responder::execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
+  const Psn psn = pkt.hdr.bth.psn;
+  const wire::Reth& r = pkt.hdr.reth;
+  const uint32_t access = flush_access(pkt.hdr.feth);
+  uint8_t* p = nullptr;
+  const AccessError ae = pkt.hdr.feth.selectivity() == kFlushMr
+                             ? e.memory().check_remote_region(qp.pd, r.rkey, access)
+                             : e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, access, &p);
+  if (ae != AccessError::kOk) {
+    e.count(qp, Counter::kRespRemoteAccessErrors);
+    class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
+    return false;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  RdAtomicResource& res = new_resource();
+  res.kind = RdAtomicResource::Kind::kFlushOrAtomicWrite;
+  res.first_psn = res.last_psn = psn;
+  ++msn_;
+  queue_empty_read_response(psn);
+  epsn_ = psn + 1;
+  sent_nak_ = false;
+  return true;
+}
+
+// IBA 1.5 ATOMIC WRITE (rxe check_rkey + atomic_write_reply): RETH DMA length exactly 8 (the
+// payload, fixed by the opcode table, is 8), REMOTE_WRITE on [va, va+8), va 8-byte aligned;
+// the 8 bytes land as one store that no earlier write of this QP can pass (release order).
+bool Responder::execute_atomic_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
+  const Psn psn = pkt.hdr.bth.psn;
+  const wire::Reth& r = pkt.hdr.reth;
+  e.count(qp, Counter::kRxWriteRequests);
+  if (r.dma_len != wire::kAtomicWritePayloadLen) {
+    // rxe check_rkey: payload length != DMA length -> RESPST_ERR_LENGTH (class C).
+    e.count(qp, Counter::kRespRemoteInvalidRequest);
+    class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+    return false;
+  }
+  uint8_t* p = nullptr;
+  if (e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, kAccessRemoteWrite, &p) !=
+      AccessError::kOk) {
+    e.count(qp, Counter::kRespRemoteAccessErrors);
+    class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
+    return false;
+  }
+  if ((r.va & 7) != 0) {
+    // rxe_mr_do_atomic_write: misaligned -> RESPST_ERR_MISALIGNED_ATOMIC, NAK invalid request.
+    e.count(qp, Counter::kRespRemoteInvalidRequest);
+    class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+    return false;
+  }
+  uint64_t value = 0;
+  std::memcpy(&value, pkt.payload.data(), sizeof(value));  // the bytes as sent, in order
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+      .store(value, std::memory_order_release);
+  RdAtomicResource& res = new_resource();
+  res.kind = RdAtomicResource::Kind::kFlushOrAtomicWrite;
+  res.first_psn = res.last_psn = psn;
+  ++msn_;
+  queue_empty_read_response(psn);
+  epsn_ = psn + 1;
+  sent_nak_ = false;
+  return true;
+}
+
 void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
   const uint16_t flags = pkt.info->flags;
   const Psn psn = pkt.hdr.bth.psn;
@@ -493,9 +609,17 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
     queue(ack);
     return;
   }
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
+  const bool flush_or_atomic_write = op == Op::kFlush || op == Op::kAtomicWrite;
   const uint32_t n = std::max(res_used_, 1u);
   for (uint32_t i = 0; i < n; ++i) {
     const RdAtomicResource& res = resources_[i];
+    if (flush_or_atomic_write && res.kind == RdAtomicResource::Kind::kFlushOrAtomicWrite &&
+        res.first_psn == psn) {
+      // oA19-14/15 (rxe duplicate_request -> replay): answer again, do not execute again.
+      queue_empty_read_response(psn);
+      return;
+    }
     if ((flags & wire::kIsReadRequest) != 0 && res.kind == RdAtomicResource::Kind::kRead &&
         !psn.before(res.first_psn) && !psn.after(res.last_psn)) {
       // C9-114: re-execute the READ from the retried request's RETH (it may ask for the
