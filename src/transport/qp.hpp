@@ -146,6 +146,11 @@ class Responder {
   void duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   // Executes an in-sequence request; returns false when it ended in an error already handled.
   bool execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  // The executors execute() dispatches to, one per operation (IBA 9.7.5.1 steps 5..6).
+  bool execute_send(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool execute_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool execute_read(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  bool execute_atomic(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   bool execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   bool execute_atomic_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   // The answer to an executed (or duplicate) FLUSH / ATOMIC WRITE: a zero-length RDMA READ
@@ -153,6 +158,11 @@ class Responder {
   void queue_empty_read_response(Psn psn);
   bool take_wqe(EngineImpl& e, Qp& qp);
   void class_c_error(EngineImpl& e, Qp& qp, wire::NakCode code, WcStatus recv_status, Psn psn);
+  // The one reject path (returns false): counts `counter`; RC: NAK `code`, the receive WQE
+  // in progress completes `recv_status`, QP to ERR (IBA 9.9.2 class A/C); UC: the message is
+  // dropped (class D), after completing the WQE with `recv_status` if `uc_completes`.
+  bool reject(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc, Counter counter,
+              wire::NakCode code, WcStatus recv_status, bool uc_completes = false);
   void complete_recv(EngineImpl& e, Qp& qp, const Wc& wc, bool solicited);
   void drop_message();
   bool queue(const RespItem& item);
