@@ -16,7 +16,8 @@
 //      Response Only (their duplicates get the answer again).
 //   7. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
 //      every packet with AckReq (rxe does, peers expect it).
-// Class A/C errors (9.9.2) NAK and then move the QP to ERR.
+// Class A/C errors (9.9.2) NAK and then move the QP to ERR. This file holds steps 1-4,
+// duplicates and response building; the executors (steps 5-7) are responder_execute.cpp.
 #include <algorithm>
 #include <cstring>
 
