@@ -43,6 +43,8 @@ using enum transport::SendFlag;
 using enum transport::WcFlag;
 using enum transport::QpAttrMask;
 using enum transport::SrqAttrMask;
+using enum transport::FlushType;   // SendWr::flush.type (IBA 1.5 FLUSH placement type)
+using enum transport::FlushLevel;  // SendWr::flush.level (selectivity)
 
 using device::AtomicCap;
 using device::DeviceAttr;

@@ -533,6 +533,8 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   if (!registry_) return true;
   auto dqpn = dest_qpn_of(payload);
   if (!dqpn) return true;  // a runt: the engine counts it
+  // The multicast QPN belongs to no process's slot; every engine counts it as such.
+  if (*dqpn == kMulticastQpn) return true;
   const uint32_t slot = slot_of_qpn(*dqpn);
   if (slot == *slot_) return true;
   if (slot_owned_by_other_[slot]) {

@@ -128,6 +128,19 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
   SendWqe& w = qp.sq.at(qp.sq.head());
   const uint64_t head = qp.sq.head();
 
+  if ((flags & wire::kIsReadResponse) != 0 && is_flush_or_atomic_write(w.opcode)) {
+    // IBA 1.5 (rxe acknowledge/send_read_response_ack): a FLUSH or ATOMIC WRITE is answered
+    // by an RDMA READ Response Only with no payload, carrying an ACK AETH.
+    if (op != Op::kReadResponseOnly || psn != w.first_psn || !pkt.payload.empty() ||
+        pkt.hdr.aeth.type() != wire::AethType::kAck) {
+      e.count(qp, Counter::kDropBadResponse);
+      return;
+    }
+    reset_retry_counters(qp.attr.retry_cnt, qp.attr.rnr_retry);
+    advance(e, qp, now, psn + 1);
+    complete_head(e, qp, WcStatus::kSuccess);
+    return;
+  }
   if ((flags & wire::kIsReadResponse) != 0) {
     if (w.opcode != WrOpcode::kRdmaRead) {
       e.count(qp, Counter::kDropBadResponse);

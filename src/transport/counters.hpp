@@ -89,7 +89,9 @@ namespace uroce::transport {
   /* reserved, 0 until their producer lands: CNPs the notification */  \
   /* point sends (congestion control); a UDP port never goes down */   \
   X(kNpCnpSent, "np_cnp_sent")                                         \
-  X(kLinkDowned, "link_downed")
+  X(kLinkDowned, "link_downed")                                        \
+  /* QPN 0xFFFFFF: multicast (IBA 9.3.2), uroce joins no group */      \
+  X(kDropMulticastQpn, "drop_multicast_qpn")
 
 enum class Counter : uint16_t {
 #define UROCE_X(e, n) e,

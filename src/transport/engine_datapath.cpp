@@ -14,10 +14,11 @@ namespace uroce::transport {
 namespace {
 
 constexpr uint64_t kMaxMessage = 1ull << 31;  // IBA: 2^31 bytes
+constexpr uint32_t kMulticastQpn = 0xFFFFFF;
 
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
-    case QpType::kRc:
+    case QpType::kRc:  // the only type with READ, atomics, FLUSH and ATOMIC WRITE (IBA 1.5)
       return is_send_op(op) || is_write_op(op) || is_rd_atomic_op(op);
     case QpType::kUc:
       return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || is_write_op(op);
@@ -89,6 +90,20 @@ Status EngineImpl::post_send(TimePoint /*now*/, uint32_t qpn, const SendWr& wr) 
       return Status(EINVAL, "post_send: inline data above max_inline_data");
   }
   if (length > kMaxMessage) return Status(EINVAL, "post_send: message longer than 2^31 bytes");
+  if (is_flush_or_atomic_write(wr.opcode)) {
+    if (!wr.sg_list.empty()) {
+      return Status(EINVAL,
+                    "post_send: FLUSH and ATOMIC_WRITE take no SGEs (use flush / atomic_write)");
+    }
+    if (wr.opcode == WrOpcode::kFlush) {
+      if (wr.flush.type == 0 || (wr.flush.type & ~(kFlushGlobal | kFlushPersistent)) != 0) {
+        return Status(EINVAL, "post_send: flush.type must be kFlushGlobal and/or kFlushPersistent");
+      }
+      if (wr.flush.level != kFlushRange && wr.flush.level != kFlushMr) {
+        return Status(EINVAL, "post_send: flush.level must be kFlushRange or kFlushMr");
+      }
+    }
+  }
   if (qp->sq.full()) return Status(ENOMEM, "post_send: send queue full");
 
   const uint64_t seq = qp->sq.push();
@@ -107,6 +122,17 @@ Status EngineImpl::post_send(TimePoint /*now*/, uint32_t qpn, const SendWr& wr) 
     w.rkey = wr.atomic.rkey;
     w.compare_add = wr.atomic.compare_add;
     w.swap = wr.atomic.swap;
+  } else if (wr.opcode == WrOpcode::kFlush) {
+    w.remote_addr = wr.flush.remote_addr;
+    w.rkey = wr.flush.rkey;
+    w.length = wr.flush.level == kFlushMr ? 0 : wr.flush.length;
+    w.flush_type = wr.flush.type;
+    w.flush_level = wr.flush.level;
+  } else if (wr.opcode == WrOpcode::kAtomicWrite) {
+    w.remote_addr = wr.rdma.remote_addr;
+    w.rkey = wr.rdma.rkey;
+    w.length = 8;
+    std::memcpy(&w.compare_add, wr.atomic_write.data(), sizeof(w.compare_add));
   } else {
     w.remote_addr = wr.rdma.remote_addr;
     w.rkey = wr.rdma.rkey;
@@ -193,6 +219,12 @@ void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<cons
       qp->counters.add(Counter::kRpCnpHandled);
       if (qp->cc != nullptr) qp->cc->on_cnp(now);
     }
+    return;
+  }
+  // QPN 0xFFFFFF names a multicast group (IBA 9.3.2, rxe_rcv_mcast_pkt); uroce joins none,
+  // so such a packet is dropped under its own name rather than as an unknown QPN.
+  if (bth.dqpn == kMulticastQpn) {
+    count(Counter::kDropMulticastQpn);
     return;
   }
   // rxe check_keys: P_Key 0xFFFF (the membership bit aside) is the only partition.

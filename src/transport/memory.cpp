@@ -58,7 +58,14 @@ Status MemoryTable::dealloc_pd(PdId pd) {
 Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
   if (!pd_valid(pd)) return Status(EINVAL, "reg_mr: no such protection domain");
   constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                              kAccessRemoteAtomic | kAccessMwBind;
+                              kAccessRemoteAtomic | kAccessMwBind | kAccessFlushGlobal;
+  if ((access & kAccessFlushPersistent) != 0) {
+    // rxe refuses IB_ACCESS_FLUSH_PERSISTENT on pages that are not persistent memory; uroce
+    // registers ordinary process memory, so it refuses it always (docs/engine.md, FLUSH).
+    return Status(EINVAL,
+                  "reg_mr: FLUSH_PERSISTENT needs persistent memory; uroce MRs are ordinary "
+                  "process memory (register with FLUSH_GLOBAL for global-visibility FLUSH)");
+  }
   if ((access & ~kKnown) != 0) {
     return Status(
         EINVAL, "reg_mr: unsupported access flag (zero-based and on-demand MRs are not supported)");
@@ -81,7 +88,6 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   const uint32_t random_mask = index_bits_ >= 32 ? 0 : ~0u << index_bits_;
   Mr& mr = mrs_[idx];
   mr.valid = true;
-  mr.rkey_valid = true;
   mr.pd = pd;
   mr.addr = base;
   mr.length = length;
@@ -110,24 +116,23 @@ Status MemoryTable::dereg_mr(uint32_t lkey) {
   return Status::ok();
 }
 
-bool MemoryTable::invalidate_rkey(PdId pd, uint32_t rkey) {
-  const Mr* found = lookup(rkey);
-  if (found == nullptr || found->rkey != rkey || !found->rkey_valid || found->pd != pd) {
-    return false;
-  }
-  mrs_[rkey & ((1u << index_bits_) - 1)].rkey_valid = false;
-  return true;
-}
-
 AccessError MemoryTable::check_remote(PdId pd, uint32_t rkey, uint64_t va, uint64_t len,
                                       uint32_t access, uint8_t** out) const {
   const Mr* mr = lookup(rkey);
-  if (mr == nullptr || mr->rkey != rkey || !mr->rkey_valid) return AccessError::kBadKey;
+  if (mr == nullptr || mr->rkey != rkey) return AccessError::kBadKey;
   if (mr->pd != pd) return AccessError::kBadPd;
   if (!range_inside(mr->addr, mr->length, va, len)) return AccessError::kOutOfRange;
   if ((mr->access & access) != access) return AccessError::kNoAccess;
   if ((access & kAccessRemoteAtomic) != 0 && (va & 7) != 0) return AccessError::kMisaligned;
   *out = reinterpret_cast<uint8_t*>(va);
+  return AccessError::kOk;
+}
+
+AccessError MemoryTable::check_remote_region(PdId pd, uint32_t rkey, uint32_t access) const {
+  const Mr* mr = lookup(rkey);
+  if (mr == nullptr || mr->rkey != rkey) return AccessError::kBadKey;
+  if (mr->pd != pd) return AccessError::kBadPd;
+  if ((mr->access & access) != access) return AccessError::kNoAccess;
   return AccessError::kOk;
 }
 

@@ -21,7 +21,7 @@ namespace uroce::transport {
 // Why an access was refused. The callers map it to a NAK code or a WcStatus.
 enum class AccessError : uint8_t {
   kOk = 0,
-  kBadKey,      // no MR with this key (never registered, deregistered, invalidated)
+  kBadKey,      // no MR with this key (never registered, or deregistered)
   kBadPd,       // the MR belongs to another PD
   kOutOfRange,  // [va, va+len) not inside the MR (or wraps)
   kNoAccess,    // the MR lacks the access right
@@ -30,7 +30,6 @@ enum class AccessError : uint8_t {
 
 struct Mr {
   bool valid = false;
-  bool rkey_valid = false;  // cleared by SEND with Invalidate
   PdId pd{};
   uint64_t addr = 0;
   uint64_t length = 0;
@@ -51,14 +50,13 @@ class MemoryTable {
   Result<MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access);
   Status dereg_mr(uint32_t lkey);
 
-  // SEND with Invalidate (IBA 9.4.1.1 / 10.6.7): invalidates the MR whose rkey this is, if
-  // it is in `pd`. Returns false when no such valid key exists.
-  bool invalidate_rkey(PdId pd, uint32_t rkey);
-
   // The remote check (RETH / AtomicETH): rkey valid and in `pd`, [va, va+len) inside the
   // MR, `access` (kAccessRemote*) granted. On success `*out` points at va.
   [[nodiscard]] AccessError check_remote(PdId pd, uint32_t rkey, uint64_t va, uint64_t len,
                                          uint32_t access, uint8_t** out) const;
+  // The same check for a FLUSH of a whole MR (IBA 1.5 selectivity "memory region"): the
+  // R_Key valid and in `pd` with `access`; no range.
+  [[nodiscard]] AccessError check_remote_region(PdId pd, uint32_t rkey, uint32_t access) const;
   // The local check of one SGE range: lkey valid and in `pd`, range inside, `access`
   // (0 for a source, kAccessLocalWrite for a destination) granted.
   [[nodiscard]] AccessError check_local(PdId pd, uint32_t lkey, uint64_t addr, uint64_t len,

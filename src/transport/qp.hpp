@@ -97,9 +97,11 @@ class Completer {
   bool nak_retry_running_ = false;  // a NAK-started retry made no progress yet
 };
 
-// A READ or atomic the responder executed, kept for duplicates (IBA 9.7.5.1.3 C9-114..).
+// A READ, atomic, FLUSH or ATOMIC WRITE the responder executed, kept for duplicates (IBA
+// 9.7.5.1.3 C9-114.., IBA 1.5 oA19-14/15: a duplicate FLUSH or ATOMIC WRITE is answered
+// again, never executed twice).
 struct RdAtomicResource {
-  enum class Kind : uint8_t { kFree, kRead, kAtomic };
+  enum class Kind : uint8_t { kFree, kRead, kAtomic, kFlushOrAtomicWrite };
   Kind kind = Kind::kFree;
   Psn first_psn;
   Psn last_psn;
@@ -144,8 +146,23 @@ class Responder {
   void duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   // Executes an in-sequence request; returns false when it ended in an error already handled.
   bool execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  // The executors execute() dispatches to, one per operation (IBA 9.7.5.1 steps 5..6).
+  bool execute_send(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool execute_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
+  bool execute_read(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  bool execute_atomic(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  bool execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  bool execute_atomic_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  // The answer to an executed (or duplicate) FLUSH / ATOMIC WRITE: a zero-length RDMA READ
+  // Response Only with an ACK AETH (IBA 1.5, rxe send_read_response_ack).
+  void queue_empty_read_response(Psn psn);
   bool take_wqe(EngineImpl& e, Qp& qp);
   void class_c_error(EngineImpl& e, Qp& qp, wire::NakCode code, WcStatus recv_status, Psn psn);
+  // The one reject path (returns false): counts `counter`; RC: NAK `code`, the receive WQE
+  // in progress completes `recv_status`, QP to ERR (IBA 9.9.2 class A/C); UC: the message is
+  // dropped (class D), after completing the WQE with `recv_status` if `uc_completes`.
+  bool reject(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc, Counter counter,
+              wire::NakCode code, WcStatus recv_status, bool uc_completes = false);
   void complete_recv(EngineImpl& e, Qp& qp, const Wc& wc, bool solicited);
   void drop_message();
   bool queue(const RespItem& item);

@@ -74,8 +74,8 @@ bool Requester::start_wqe(EngineImpl& e, Qp& qp, bool* completed) {
 
   w.state = WqeState::kStarted;
   w.first_psn = psn_;
-  if (is_atomic_op(w.opcode) || qp.is_ud()) {
-    w.npkts = 1;
+  if (is_atomic_op(w.opcode) || is_flush_or_atomic_write(w.opcode) || qp.is_ud()) {
+    w.npkts = 1;  // a FLUSH's length is the range it names, not a payload
   } else {
     w.npkts = std::max<uint32_t>(1, (w.length + qp.mtu - 1) / qp.mtu);
   }
@@ -203,6 +203,17 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
       op = Op::kFetchAdd;
       h.atomic_eth = {w.remote_addr, w.rkey, w.compare_add, 0};
       break;
+    case WrOpcode::kFlush:
+      // IBA 1.5 FETH: placement type in bits 0..3, selectivity level in bits 4..5.
+      op = Op::kFlush;
+      h.feth.bits = wire::Feth::make(w.flush_type, w.flush_level).bits;
+      h.reth = {w.remote_addr, w.rkey, w.length};
+      break;
+    case WrOpcode::kAtomicWrite:
+      op = Op::kAtomicWrite;
+      h.reth = {w.remote_addr, w.rkey, 8};
+      payload_len = 8;
+      break;
     default:
       return FillResult::kNothing;
   }
@@ -232,7 +243,9 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
   size_t size = 0;
   std::span<uint8_t> payload = begin_packet(slot, h, payload_len, &size);
   if (size == 0) return FillResult::kNoRoom;
-  if (payload_len != 0) {
+  if (w.opcode == WrOpcode::kAtomicWrite) {
+    std::memcpy(payload.data(), &w.compare_add, sizeof(w.compare_add));
+  } else if (payload_len != 0) {
     if (w.is_inline) {
       std::memcpy(payload.data(), qp.sq.inline_data(seq_).data() + offset, payload_len);
     } else if (e.memory().gather(qp.pd, qp.sq.sges(seq_), offset, payload) != AccessError::kOk) {

@@ -6,33 +6,30 @@
 //      replayed from the result cache, never executed twice (C9-115); UC: a gap drops the
 //      message.
 //   2. Opcode sequence (9.7.5.1.2): Middle/Last only inside a message of the same kind.
-//   3. The QP allows the operation (access flags, max_dest_rd_atomic > 0).
+//   3. The QP allows the operation (access flags, max_dest_rd_atomic > 0; FLUSH: the
+//      placement type's FLUSH right, ATOMIC WRITE: REMOTE_WRITE, as rxe 6.2+).
 //   4. A receive WQE for SEND and WRITE-with-immediate: none -> RNR NAK with min_rnr_timer
 //      (9.7.5.1.4; UC drops).
 //   5. Lengths and R_Keys through the memory checker: WRITE segments exactly PMTU but the
 //      last (rxe check_rkey), message <= receive WQE (else LOC_LEN_ERR).
-//   6. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
+//   6. FLUSH and ATOMIC WRITE (IBA 1.5) execute once, answered by a zero-length READ
+//      Response Only (their duplicates get the answer again).
+//   7. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
 //      every packet with AckReq (rxe does, peers expect it).
-// Class A/C errors (9.9.2) NAK and then move the QP to ERR.
+// Class A/C errors (9.9.2) NAK and then move the QP to ERR. This file holds steps 1-4,
+// duplicates and response building; the executors (steps 5-7) are responder_execute.cpp.
 #include <algorithm>
 #include <cstring>
 
 #include "transport/engine_impl.hpp"
 #include "transport/packet_out.hpp"
+#include "transport/responder_rules.hpp"
 
 namespace uroce::transport {
 
 using wire::Aeth;
 using wire::NakCode;
 using wire::Op;
-
-namespace {
-
-uint32_t read_packets(uint32_t length, uint32_t mtu) {
-  return std::max<uint32_t>(1, (length + mtu - 1) / mtu);
-}
-
-}  // namespace
 
 void Responder::init(uint32_t out_capacity, uint32_t max_resources, uint32_t max_sge) {
   out_.assign(out_capacity, RespItem{});
@@ -167,21 +164,27 @@ void Responder::on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
       break;
   }
   if (!seq_ok) {
-    e.count(qp, Counter::kRespRemoteInvalidRequest);
-    class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+    reject(e, qp, pkt, true, Counter::kRespRemoteInvalidRequest, NakCode::kInvalidRequest,
+           WcStatus::kRemInvReqErr);
     return;
   }
   const uint32_t access = qp.attr.qp_access_flags;
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
   const bool is_read = (flags & wire::kIsReadRequest) != 0;
+  // ATOMIC WRITE needs REMOTE_WRITE and a responder resource (rxe check_qp_attr_access,
+  // check_resource); it is an atomic only in name.
+  const bool is_atomic_write = op == Op::kAtomicWrite;
   const bool is_atomic = (flags & wire::kIsAtomic) != 0;
-  const bool allowed = ((flags & wire::kIsWrite) == 0 || (access & kAccessRemoteWrite) != 0) &&
-                       (!is_read || (access & kAccessRemoteRead) != 0) &&
-                       (!is_atomic || (access & kAccessRemoteAtomic) != 0) &&
-                       (!(is_read || is_atomic) || qp.attr.max_dest_rd_atomic != 0) &&
-                       (flags & wire::kIsRequest) != 0;
+  const bool allowed =
+      ((flags & wire::kIsWrite) == 0 || (access & kAccessRemoteWrite) != 0) &&
+      (!is_atomic_write || (access & kAccessRemoteWrite) != 0) &&
+      (!is_read || (access & kAccessRemoteRead) != 0) &&
+      (!is_atomic || (access & kAccessRemoteAtomic) != 0) &&
+      (!(is_read || is_atomic || is_atomic_write) || qp.attr.max_dest_rd_atomic != 0) &&
+      (op != Op::kFlush || flush_allowed(pkt.hdr.feth, access)) && (flags & wire::kIsRequest) != 0;
   if (!allowed) {
-    e.count(qp, Counter::kRespRemoteInvalidRequest);
-    class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
+    reject(e, qp, pkt, true, Counter::kRespRemoteInvalidRequest, NakCode::kInvalidRequest,
+           WcStatus::kRemInvReqErr);
     return;
   }
   execute(e, qp, pkt, true);
@@ -219,258 +222,16 @@ void Responder::on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
   execute(e, qp, pkt, false);
 }
 
-bool Responder::execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc) {
-  const uint16_t flags = pkt.info->flags;
-  const Psn psn = pkt.hdr.bth.psn;
-  const std::span<const uint8_t> payload = pkt.payload;
-  const bool is_send = (flags & wire::kIsSend) != 0;
-  const bool is_write = (flags & wire::kIsWrite) != 0;
-
-  // Step 4: receive WQE (SEND First/Only, WRITE with immediate), before any side effect.
-  const bool needs_wqe =
-      (is_send && (flags & wire::kFirst) != 0) || (is_write && (flags & wire::kImm) != 0);
-  if (needs_wqe && !have_wqe_ && !take_wqe(e, qp)) {
-    if (rc) {
-      e.count(qp, Counter::kSendRnrErr);
-      RespItem rnr;
-      rnr.syndrome = Aeth::rnr_nak(qp.attr.min_rnr_timer);
-      rnr.psn = psn;
-      rnr.msn = msn_;
-      queue(rnr);
-      sent_nak_ = true;  // later packets of this burst are out of sequence: stay silent
-    } else {
-      e.count(qp, Counter::kDropNoRecvWqe);
-      e.count(qp, Counter::kOutOfBuffer);
-      drop_message();
-    }
-    return false;
+bool Responder::reject(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc,
+                       Counter counter, NakCode code, WcStatus recv_status, bool uc_completes) {
+  e.count(qp, counter);
+  if (rc) {
+    class_c_error(e, qp, code, recv_status, pkt.hdr.bth.psn);
+  } else {
+    if (uc_completes) abort_wqe(e, qp, recv_status);
+    drop_message();
   }
-
-  if (is_send) {
-    if ((flags & wire::kFirst) != 0) {
-      in_msg_ = InMsg::kSend;
-      recv_offset_ = 0;
-    }
-    // IBA 9.7.5.1 length checks: First and Middle carry exactly the PMTU, Last 1..PMTU,
-    // Only 0..PMTU (checked by later rxe versions too; a PMTU mismatch shows up here).
-    const uint32_t mtu = qp.mtu;
-    const bool first_pkt = (flags & wire::kFirst) != 0;
-    const bool last_pkt = (flags & wire::kLast) != 0;
-    const size_t n = payload.size();
-    const bool len_ok = first_pkt && last_pkt ? n <= mtu
-                        : last_pkt            ? (n >= 1 && n <= mtu)
-                                              : n == mtu;
-    if (!len_ok) {
-      e.count(qp, Counter::kRespRemoteInvalidRequest);
-      if (rc) {
-        class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
-      } else {
-        drop_message();
-      }
-      return false;
-    }
-    if (recv_offset_ + payload.size() > wqe_.length) {
-      e.count(qp, Counter::kRespLocalLengthError);
-      if (rc) {
-        class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kLocLenErr, psn);
-      } else {
-        abort_wqe(e, qp, WcStatus::kLocLenErr);
-        drop_message();
-      }
-      return false;
-    }
-    if (e.memory().scatter(qp.pd, wqe_.sge_list(), recv_offset_, payload) != AccessError::kOk) {
-      // IBA 9.9.2 class A: the receive WQE is bad (local protection); the requester learns
-      // of it as a remote operational error.
-      e.count(qp, Counter::kRespRemoteOperationalError);
-      if (rc) {
-        class_c_error(e, qp, NakCode::kRemoteOperationalError, WcStatus::kLocProtErr, psn);
-      } else {
-        abort_wqe(e, qp, WcStatus::kLocProtErr);
-        drop_message();
-      }
-      return false;
-    }
-    recv_offset_ += payload.size();
-    if ((flags & wire::kLast) != 0) {
-      Wc wc;
-      wc.wr_id = wqe_.wr_id;
-      wc.opcode = WcOpcode::kRecv;
-      wc.byte_len = static_cast<uint32_t>(recv_offset_);
-      wc.qp_num = qp.qpn;
-      wc.wc_flags = kWcGrh;
-      if ((flags & wire::kImm) != 0) {
-        wc.wc_flags |= kWcWithImm;
-        wc.imm_data = pkt.hdr.immdt;
-      }
-      if ((flags & wire::kInv) != 0) {
-        // IBA 9.4.1.1 / 10.6.7: SEND with Invalidate invalidates the named R_Key.
-        if (!e.memory().invalidate_rkey(qp.pd, pkt.hdr.ieth_rkey)) {
-          e.count(qp, Counter::kRespRemoteInvalidRequest);
-          class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
-          return false;
-        }
-        wc.wc_flags |= kWcWithInv;
-        wc.invalidated_rkey = pkt.hdr.ieth_rkey;
-      }
-      in_msg_ = InMsg::kNone;
-      ++msn_;
-      e.count(qp, Counter::kRdmaRecvs);
-      complete_recv(e, qp, wc, pkt.hdr.bth.se);
-    }
-  } else if (is_write) {
-    const uint32_t mtu = qp.mtu;
-    if ((flags & wire::kFirst) != 0) {
-      const wire::Reth& r = pkt.hdr.reth;
-      e.count(qp, Counter::kRxWriteRequests);
-      if (r.dma_len != 0) {
-        uint8_t* p = nullptr;
-        if (e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, kAccessRemoteWrite, &p) !=
-            AccessError::kOk) {
-          e.count(qp, Counter::kRespRemoteAccessErrors);
-          if (rc) {
-            class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
-          } else {
-            drop_message();
-          }
-          return false;
-        }
-      }
-      in_msg_ = InMsg::kWrite;
-      write_va_ = r.va;
-      write_rkey_ = r.rkey;
-      write_len_ = r.dma_len;
-      write_resid_ = r.dma_len;
-    }
-    // rxe check_rkey: while more than a PMTU remains, each packet carries exactly PMTU;
-    // the last carries exactly the rest (a path MTU mismatch shows up here).
-    const bool last = (flags & wire::kLast) != 0;
-    const bool seg_ok = write_resid_ > mtu ? (payload.size() == mtu && !last)
-                                           : (payload.size() == write_resid_ && last);
-    if (!seg_ok) {
-      e.count(qp, Counter::kRespRemoteInvalidRequest);
-      if (rc) {
-        class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
-      } else {
-        drop_message();
-      }
-      return false;
-    }
-    if (!payload.empty()) {
-      uint8_t* p = nullptr;
-      const uint64_t va = write_va_ + (write_len_ - write_resid_);
-      if (e.memory().check_remote(qp.pd, write_rkey_, va, payload.size(), kAccessRemoteWrite, &p) !=
-          AccessError::kOk) {
-        e.count(qp, Counter::kRespRemoteAccessErrors);
-        if (rc) {
-          class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
-        } else {
-          drop_message();
-        }
-        return false;
-      }
-      std::memcpy(p, payload.data(), payload.size());
-      write_resid_ -= static_cast<uint32_t>(payload.size());
-    }
-    if (last) {
-      in_msg_ = InMsg::kNone;
-      ++msn_;
-      if ((flags & wire::kImm) != 0) {
-        Wc wc;
-        wc.wr_id = wqe_.wr_id;
-        wc.opcode = WcOpcode::kRecvRdmaWithImm;
-        wc.byte_len = write_len_;  // the RETH DMA length (rxe, IBA 10.7.2.4)
-        wc.qp_num = qp.qpn;
-        wc.wc_flags = kWcGrh | kWcWithImm;
-        wc.imm_data = pkt.hdr.immdt;
-        complete_recv(e, qp, wc, pkt.hdr.bth.se);
-      }
-    }
-  } else if ((flags & wire::kIsReadRequest) != 0) {
-    const wire::Reth& r = pkt.hdr.reth;
-    e.count(qp, Counter::kRxReadRequests);
-    if (r.dma_len != 0) {
-      uint8_t* p = nullptr;
-      if (e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, kAccessRemoteRead, &p) !=
-          AccessError::kOk) {
-        e.count(qp, Counter::kRespRemoteAccessErrors);
-        class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
-        return false;
-      }
-    }
-    const uint32_t n = read_packets(r.dma_len, qp.mtu);
-    RdAtomicResource& res = new_resource();
-    res.kind = RdAtomicResource::Kind::kRead;
-    res.first_psn = psn;
-    res.last_psn = psn + (n - 1);
-    res.va = r.va;
-    res.rkey = r.rkey;
-    res.length = r.dma_len;
-    ++msn_;  // C9-148: a READ counts as accepted when it is executed
-    RespItem item;
-    item.kind = RespItem::Kind::kRead;
-    item.psn = psn;
-    item.msn = msn_;
-    item.va = r.va;
-    item.rkey = r.rkey;
-    item.length = r.dma_len;
-    queue(item);
-    epsn_ = psn + n;
-    sent_nak_ = false;
-    return true;
-  } else if ((flags & wire::kIsAtomic) != 0) {
-    const wire::AtomicEth& a = pkt.hdr.atomic_eth;
-    e.count(qp, Counter::kRxAtomicRequests);
-    uint8_t* p = nullptr;
-    const AccessError ae = e.memory().check_remote(qp.pd, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
-    if (ae == AccessError::kMisaligned) {
-      // rxe RESPST_ERR_MISALIGNED_ATOMIC: class C invalid request (IBA 9.4.5: atomics are 8-byte
-      // aligned).
-      e.count(qp, Counter::kRespRemoteInvalidRequest);
-      class_c_error(e, qp, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, psn);
-      return false;
-    }
-    if (ae != AccessError::kOk) {
-      e.count(qp, Counter::kRespRemoteAccessErrors);
-      class_c_error(e, qp, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, psn);
-      return false;
-    }
-    uint64_t orig = 0;
-    std::memcpy(&orig, p, sizeof(orig));
-    const bool cas = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F) == Op::kCompareSwap;
-    if (cas) {
-      if (orig == a.compare) std::memcpy(p, &a.swap_add, sizeof(uint64_t));
-    } else {
-      const uint64_t sum = orig + a.swap_add;
-      std::memcpy(p, &sum, sizeof(sum));
-    }
-    RdAtomicResource& res = new_resource();
-    res.kind = RdAtomicResource::Kind::kAtomic;
-    res.first_psn = res.last_psn = psn;
-    res.orig = orig;
-    ++msn_;
-    RespItem item;
-    item.kind = RespItem::Kind::kAtomicAck;
-    item.syndrome = Aeth::ack();
-    item.psn = psn;
-    item.msn = msn_;
-    item.orig = orig;
-    queue(item);
-    epsn_ = psn + 1;
-    sent_nak_ = false;
-    return true;
-  }
-
-  epsn_ = psn + 1;
-  sent_nak_ = false;
-  if (rc && pkt.hdr.bth.ackreq) {
-    RespItem ack;
-    ack.syndrome = Aeth::ack();
-    ack.psn = psn;
-    ack.msn = msn_;
-    queue(ack);
-  }
-  return true;
+  return false;
 }
 
 void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
@@ -493,9 +254,17 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
     queue(ack);
     return;
   }
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
+  const bool flush_or_atomic_write = op == Op::kFlush || op == Op::kAtomicWrite;
   const uint32_t n = std::max(res_used_, 1u);
   for (uint32_t i = 0; i < n; ++i) {
     const RdAtomicResource& res = resources_[i];
+    if (flush_or_atomic_write && res.kind == RdAtomicResource::Kind::kFlushOrAtomicWrite &&
+        res.first_psn == psn) {
+      // oA19-14/15 (rxe duplicate_request -> replay): answer again, do not execute again.
+      queue_empty_read_response(psn);
+      return;
+    }
     if ((flags & wire::kIsReadRequest) != 0 && res.kind == RdAtomicResource::Kind::kRead &&
         !psn.before(res.first_psn) && !psn.after(res.last_psn)) {
       // C9-114: re-execute the READ from the retried request's RETH (it may ask for the

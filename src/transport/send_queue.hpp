@@ -32,8 +32,10 @@ struct SendWqe {
   uint32_t invalidate_rkey = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t compare_add = 0;
+  uint64_t compare_add = 0;  // ATOMIC_WRITE: its 8 bytes (memcpy, wire order as posted)
   uint64_t swap = 0;
+  uint8_t flush_type = 0;   // FLUSH: FlushType bits
+  uint8_t flush_level = 0;  // FLUSH: FlushLevel
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
   AhAttr ah;

@@ -56,6 +56,14 @@ void ud_receive(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
     e.count(qp, Counter::kDropBadQkey);  // rxe check_keys: qkey_viol_cntr
     return;
   }
+  // IBA 9.8 (UD): a message is exactly one packet whose payload is at most the PMTU, for UD
+  // the port's active MTU (qp.mtu). A longer one did not come from a conforming sender (and a
+  // NIC never even receives a frame beyond its link MTU): it is dropped before it consumes
+  // a receive WQE, however large the buffer.
+  if (pkt.payload.size() > qp.mtu) {
+    e.count(qp, Counter::kDropUdTooLong);
+    return;
+  }
   RecvWqe& wqe = e.ud_wqe(qp);
   if (!e.take_recv_wqe(qp, wqe)) {
     e.count(qp, Counter::kDropNoRecvWqe);

@@ -119,6 +119,8 @@ enum class WcOpcode : uint8_t {
   kFetchAdd = 4,
   kBindMw = 5,
   kLocalInv = 6,
+  kFlush = 8,        // IBV_WC_FLUSH
+  kAtomicWrite = 9,  // IBV_WC_ATOMIC_WRITE
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };
@@ -134,6 +136,19 @@ enum class WrOpcode : uint8_t {
   kLocalInv = 7,
   kBindMw = 8,
   kSendWithInv = 9,
+  kFlush = 14,        // IBV_WR_FLUSH (IBA 1.5 FLUSH, RC only): SendWr::flush
+  kAtomicWrite = 15,  // IBV_WR_ATOMIC_WRITE (IBA 1.5, RC only): rdma + atomic_write
+};
+
+// FLUSH placement type (FETH bits 0..3; ibv_wr_flush's `type`, IBV_FLUSH_GLOBAL/PERSISTENT).
+enum FlushType : uint8_t {
+  kFlushGlobal = 1 << 0,      // global visibility
+  kFlushPersistent = 1 << 1,  // persistence
+};
+// FLUSH selectivity level (FETH bits 4..5; ibv_wr_flush's `level`).
+enum FlushLevel : uint8_t {
+  kFlushRange = 0,  // [remote_addr, remote_addr + length) of the MR
+  kFlushMr = 1,     // the whole MR the R_Key names (remote_addr and length ignored)
 };
 
 // ibv_send_flags
@@ -159,6 +174,10 @@ enum Access : uint32_t {
   kAccessRemoteAtomic = 1 << 3,
   kAccessMwBind = 1 << 4,
   kAccessZeroBased = 1 << 5,
+  // rdma-core 44 IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT: the target of a FLUSH of that
+  // placement type (on an MR and, as rxe requires, in the QP's qp_access_flags).
+  kAccessFlushGlobal = 1 << 8,
+  kAccessFlushPersistent = 1 << 9,
 };
 
 // ibv_qp_attr_mask: identical to IBV_QP_* bits.
@@ -321,6 +340,16 @@ struct SendWr {
     uint64_t swap = 0;
     uint32_t rkey = 0;
   } atomic;
+  // ATOMIC_WRITE: the 8 bytes written at rdma.remote_addr (8-byte aligned), as one atomic
+  // store in the responder; copied at post time like ibv_wr_atomic_write's buffer.
+  std::array<uint8_t, 8> atomic_write{};
+  struct {
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint32_t length = 0;          // kFlushRange only
+    uint8_t type = kFlushGlobal;  // FlushType bits
+    uint8_t level = kFlushRange;  // FlushLevel
+  } flush;
   struct {
     AhAttr ah;  // copied at post time
     uint32_t remote_qpn = 0;

@@ -17,8 +17,14 @@ namespace uroce::transport {
 [[nodiscard]] constexpr bool is_atomic_op(WrOpcode op) {
   return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
 }
+// FLUSH and ATOMIC WRITE are answered by a zero-length READ response (IBA 1.5 oA19-14,
+// rxe send_read_response_ack) and hold a responder resource: they count as READ/atomic
+// for max_rd_atomic, fences and implied NAKs.
+[[nodiscard]] constexpr bool is_flush_or_atomic_write(WrOpcode op) {
+  return op == WrOpcode::kFlush || op == WrOpcode::kAtomicWrite;
+}
 [[nodiscard]] constexpr bool is_rd_atomic_op(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || is_atomic_op(op);
+  return op == WrOpcode::kRdmaRead || is_atomic_op(op) || is_flush_or_atomic_write(op);
 }
 [[nodiscard]] constexpr bool has_imm(WrOpcode op) {
   return op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
@@ -37,6 +43,10 @@ namespace uroce::transport {
       return WcOpcode::kFetchAdd;
     case WrOpcode::kLocalInv:
       return WcOpcode::kLocalInv;
+    case WrOpcode::kFlush:
+      return WcOpcode::kFlush;
+    case WrOpcode::kAtomicWrite:
+      return WcOpcode::kAtomicWrite;
     case WrOpcode::kBindMw:
       return WcOpcode::kBindMw;
     default:

@@ -95,6 +95,20 @@ struct Deth {
 struct Feth {
   uint32_t bits = 0;  // FLUSH selectivity level / placement type (IBA 1.5), kept raw
 
+  // rxe_hdr.h FETH_PLT_MASK / FETH_SEL_MASK: placement type bits 0..3, selectivity 4..5;
+  // the other bits are reserved.
+  static constexpr uint32_t kPlacementMask = 0x0F;
+  static constexpr uint32_t kSelectivityShift = 4;
+  static constexpr uint32_t kSelectivityMask = 0x30;
+  [[nodiscard]] static constexpr Feth make(uint32_t placement, uint32_t selectivity) {
+    return Feth{(placement & kPlacementMask) |
+                ((selectivity << kSelectivityShift) & kSelectivityMask)};
+  }
+  [[nodiscard]] constexpr uint32_t placement() const { return bits & kPlacementMask; }
+  [[nodiscard]] constexpr uint32_t selectivity() const {
+    return (bits & kSelectivityMask) >> kSelectivityShift;
+  }
+
   bool operator==(const Feth&) const = default;
 };
 

@@ -501,13 +501,16 @@ TEST_F(RcTest, RemoteAccessErrorNeverTouchesMemory) {
   EXPECT_EQ(counter(*p.a.engine, Counter::kReqRemoteAccessErrors), 1u);
 }
 
-TEST_F(RcTest, SendWithInvalidateInvalidatesTheRkey) {
+// IBA 10.6.7.2: only memory windows and fast-registration MRs can be invalidated remotely.
+// A SEND with Invalidate naming an ibv_reg_mr region is refused (rxe_invalidate_mr:
+// -EINVAL): B's receive completes REM_INV_REQ_ERR, B's QP goes to ERR, A learns it from a
+// NAK invalid request, and the region's R_Key stays valid.
+TEST_F(RcTest, SendWithInvalidateOfARegisteredMrIsRefused) {
   QpPair p = h.connect({});
-  // B registers a second MR whose rkey A invalidates.
-  std::vector<uint8_t> region(256);
+  std::vector<uint8_t> region(256, 0x5A);
   const MrInfo mr2 =
       p.b.engine
-          ->reg_mr(p.b.pd, region.data(), region.size(), kAccessLocalWrite | kAccessRemoteWrite)
+          ->reg_mr(p.b.pd, region.data(), region.size(), kAccessLocalWrite | kAccessRemoteRead)
           .value();
   const Sge rsge = p.b.sge(0, 64);
   ASSERT_TRUE(post_recv(p.b, 9, {&rsge, 1}).is_ok());
@@ -517,17 +520,18 @@ TEST_F(RcTest, SendWithInvalidateInvalidatesTheRkey) {
   ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, inv).is_ok());
   auto rwc = h.wait_wcs(1, p.b.recv_cq, 1, 1ms);
   ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].wc_flags, kWcGrh | kWcWithInv);
-  EXPECT_EQ(rwc[0].invalidated_rkey, mr2.rkey);
+  EXPECT_EQ(rwc[0].wr_id, 9u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kRemInvReqErr);
+  auto swc = h.wait_wcs(0, p.a.send_cq, 1, 1ms);
+  ASSERT_EQ(swc.size(), 1u);
+  EXPECT_EQ(swc[0].status, WcStatus::kRemInvReqErr);
+  ASSERT_GE(h.log().size(), 2u);
   EXPECT_EQ(h.log()[0].opcode(), rc(Op::kSendOnlyInv));
-  // A WRITE with the invalidated rkey is now a remote access error.
-  SendWr wr = make_wr(WrOpcode::kRdmaWrite, {&s, 1}, 2);
-  wr.rdma = {mr2.addr, mr2.rkey};
-  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, wr).is_ok());
-  auto swc = h.wait_wcs(0, p.a.send_cq, 2, 1ms);
-  ASSERT_EQ(swc.size(), 2u);
-  EXPECT_EQ(swc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(swc[1].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(h.log()[1].opcode(), rc(Op::kAcknowledge));
+  EXPECT_EQ(h.log()[1].parse().hdr.aeth.syndrome, wire::Aeth::nak(wire::NakCode::kInvalidRequest));
+  EXPECT_EQ(counter(*p.b.engine, Counter::kRespRemoteInvalidRequest), 1u);
+  EXPECT_EQ(counter(*p.a.engine, Counter::kReqRemoteInvalidRequest), 1u);
+  EXPECT_TRUE(std::all_of(region.begin(), region.end(), [](uint8_t b) { return b == 0x5A; }));
 }
 
 class MtuTest : public ::testing::TestWithParam<Mtu> {};

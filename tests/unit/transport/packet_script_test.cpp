@@ -897,9 +897,12 @@ TEST(PacketScript, DuplicateFirstPacketDoesNotRestartTheMessageInProgress) {
   s.expect_qp_counters({{Counter::kDuplicateRequest, 1}, {Counter::kRdmaRecvs, 1}});
 }
 
-// SEND with Invalidate (IBA 10.6.7.2): the named R_Key is dead afterwards: a WRITE with it
-// is NAKed remote access error and does not land.
-TEST(PacketScript, SendWithInvalidateKillsTheRkey) {
+// SEND with Invalidate (IBA 10.6.7.2): only a memory window or a fast-registration MR can be
+// invalidated remotely; an ibv_reg_mr region cannot (rxe_invalidate_mr refuses it). The
+// receive completes REM_INV_REQ_ERR, the QP goes to ERR (rxe class J) and the requester gets
+// NAK invalid request (uroce tells it; rxe ACKs). The R_Key survives: after the QP is
+// reconnected a WRITE with it lands.
+TEST(PacketScript, SendWithInvalidateOfARegisteredMrIsRefused) {
   ScriptOptions o;
   o.rq_psn = 0x10;
   ScriptQp s(o);
@@ -910,27 +913,54 @@ TEST(PacketScript, SendWithInvalidateKillsTheRkey) {
                   transport::kAccessLocalWrite | transport::kAccessRemoteWrite)
           .value();
   s.post_recv(1, 0, 64);
-  // receive WRITE psn=0x10 with the rkey / expect ACK (it is valid now)
+  s.post_recv(2, 64, 64);
+  // receive WRITE psn=0x10 with the rkey / expect ACK (it is valid)
   s.receive(s.rdma(Op::kWriteOnly, 0x10, mr2.addr, mr2.rkey, 8), {1, 2, 3, 4, 5, 6, 7, 8});
   expect_ack(one(s.transmit()), 0x10, 1);
-  // receive SEND Only with Invalidate psn=0x11 ieth=rkey / expect ACK and a WITH_INV completion
+  // receive SEND Only with Invalidate psn=0x11 ieth=rkey / expect NAK invalid request
   wire::Headers inv = s.request(Op::kSendOnlyInv, 0x11);
   inv.ieth_rkey = mr2.rkey;
   s.receive(inv, {9, 9});
-  expect_ack(one(s.transmit()), 0x11, 2);
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0x11, 1);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  const std::vector<Wc> wcs = s.recv_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(wcs[0].wc_flags & transport::kWcWithInv, 0u);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+  s.expect_qp_counters({{Counter::kRxWriteRequests, 1},
+                        {Counter::kRespRemoteInvalidRequest, 1},
+                        {Counter::kRespCqeError, 1},
+                        {Counter::kRespCqeFlushError, 1}});
+  // reconnect, receive WRITE psn=0x40 with the same rkey / expect ACK: the key still works
+  s.reconnect(0x40);
+  s.receive(s.rdma(Op::kWriteOnly, 0x40, mr2.addr + 8, mr2.rkey, 8), {7, 7, 7, 7, 7, 7, 7, 7});
+  expect_ack(one(s.transmit()), 0x40, 1);
+  EXPECT_EQ(target[1], 0x0707070707070707u);
+}
+
+// The same refusal on the Last packet of a multi-packet SEND with Invalidate: the first
+// packet's data was placed, the receive still completes in error, never WITH_INV.
+TEST(PacketScript, SendLastWithInvalidateIsRefusedToo) {
+  ScriptOptions o;
+  o.rq_psn = 0x20;
+  o.mtu = Mtu::k256;
+  ScriptQp s(o);
+  s.post_recv(1, 0, 1024);
+  const std::vector<uint8_t> first = pattern(256, 3);
+  s.receive(s.request(Op::kSendFirst, 0x20, false), first);
+  EXPECT_TRUE(s.transmit().empty());
+  wire::Headers last = s.request(Op::kSendLastInv, 0x21);
+  last.ieth_rkey = s.mr().rkey;  // the QP's own buffer MR
+  s.receive(last, {1, 2, 3});
+  expect_nak(one(s.transmit()), NakCode::kInvalidRequest, 0x21, 0);
+  EXPECT_EQ(s.state(), QpState::kErr);
   const std::vector<Wc> wcs = s.recv_wcs();
   ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(wcs[0].wc_flags, transport::kWcGrh | transport::kWcWithInv);
-  EXPECT_EQ(wcs[0].invalidated_rkey, mr2.rkey);
-  EXPECT_EQ(wcs[0].byte_len, 2u);
-  // receive WRITE psn=0x12 with the invalidated rkey / expect NAK remote access error
-  s.receive(s.rdma(Op::kWriteOnly, 0x12, mr2.addr + 8, mr2.rkey, 8), {1, 1, 1, 1, 1, 1, 1, 1});
-  expect_nak(one(s.transmit()), NakCode::kRemoteAccessError, 0x12, 2);
-  EXPECT_EQ(target[1], 0u);
-  s.expect_qp_counters({{Counter::kRxWriteRequests, 2},
-                        {Counter::kRdmaRecvs, 1},
-                        {Counter::kRespRemoteAccessErrors, 1}});
+  EXPECT_EQ(wcs[0].status, WcStatus::kRemInvReqErr);
+  s.expect_qp_counters({{Counter::kRespRemoteInvalidRequest, 1}, {Counter::kRespCqeError, 1}});
 }
 
 // Zero-length RDMA (IBA 9.7.5.1.x o9-..: no R_Key check when the DMA length is 0): a

@@ -139,7 +139,6 @@ struct ExpectedWc {
   uint32_t byte_len = 0;
   uint32_t wc_flags = 0;
   uint32_t imm = 0;
-  uint32_t inv_rkey = 0;
 };
 
 void check_wc(const Wc& got, const ExpectedWc& want, uint32_t qpn, const char* side, size_t i) {
@@ -152,9 +151,6 @@ void check_wc(const Wc& got, const ExpectedWc& want, uint32_t qpn, const char* s
   EXPECT_EQ(got.qp_num, qpn);
   if ((want.wc_flags & kWcWithImm) != 0) {
     EXPECT_EQ(got.imm_data, want.imm);
-  }
-  if ((want.wc_flags & kWcWithInv) != 0) {
-    EXPECT_EQ(got.invalidated_rkey, want.inv_rkey);
   }
 }
 
@@ -303,8 +299,6 @@ class RcRun {
     std::vector<std::pair<size_t, size_t>> pending_reads;  // of the peer's memory
     std::vector<std::vector<Sge>> deferred_sges;           // receive WQEs posted late
     std::vector<uint64_t> deferred_ids;
-    std::vector<uint32_t> inv_mrs;  // its MRs that the peer's SEND with Invalidate kills
-    std::deque<std::vector<uint8_t>> inv_bufs;
     size_t dst_cursor = kRcDst;
     size_t recv_cursor = kRcRecv;
     int posted = 0;
@@ -419,13 +413,6 @@ class RcRun {
         }
       }
     }
-    for (auto& c : conns_) {
-      for (int s = 0; s < 2; ++s) {
-        for (uint32_t lkey : c->sides[s].inv_mrs) EXPECT_TRUE(h_.engine(s).dereg_mr(lkey).is_ok());
-        c->sides[s].inv_mrs.clear();
-        c->sides[s].inv_bufs.clear();
-      }
-    }
     return posted;
   }
 
@@ -494,7 +481,7 @@ class RcRun {
     wr.opcode = WrOpcode::kRdmaWrite;
     wr.send_flags = kSendSignaled;
     wr.rdma = {t.ep->mr.addr + kRcRw, t.ep->mr.rkey};
-    s.exp_send.push_back({wr.wr_id, WcOpcode::kRdmaWrite, 0, 0, 0, 0});
+    s.exp_send.push_back({wr.wr_id, WcOpcode::kRdmaWrite, 0, 0, 0});
     s.last_signaled = true;
     ++s.posted;
     const Status st = h_.engine(from).post_send(w_.now(), s.ep->qpn, wr);
@@ -506,7 +493,6 @@ class RcRun {
   bool post_one(Conn& c, int from) {
     static constexpr WrOpcode kOps[] = {WrOpcode::kSend,
                                         WrOpcode::kSendWithImm,
-                                        WrOpcode::kSendWithInv,
                                         WrOpcode::kRdmaWrite,
                                         WrOpcode::kRdmaWriteWithImm,
                                         WrOpcode::kRdmaRead,
@@ -518,7 +504,7 @@ class RcRun {
     // Up to 256 KiB, but at most 256 packets, so that small-MTU seeds stay within the
     // test's time budget (go-back-N resends whole windows under 5% loss).
     const uint32_t max_msg = std::min<uint32_t>(kMaxMsg, 256 * mtu);
-    const WrOpcode op = kOps[r_.below(8)];
+    const WrOpcode op = kOps[r_.below(std::size(kOps))];
     const uint64_t wr_id = next_wr_id_++;
     SendWr wr;
     wr.wr_id = wr_id;
@@ -527,7 +513,7 @@ class RcRun {
     wr.send_flags = signaled ? uint32_t{kSendSignaled} : 0u;
     if (r_.chance(0.05)) wr.send_flags |= kSendSolicited;
     std::vector<Sge> sges;
-    ExpectedWc send_wc{wr_id, WcOpcode::kSend, 0, 0, 0, 0};
+    ExpectedWc send_wc{wr_id, WcOpcode::kSend, 0, 0, 0};
     const uint64_t base_s = s.ep->mr.addr;
     const uint64_t base_t = t.ep->mr.addr;
 
@@ -575,7 +561,7 @@ class RcRun {
       std::vector<Sge> rsges;
       uint64_t recv_id = 0;
       if (consumes_recv && !post_recv(t, write ? 0 : len, &rsges, &recv_id)) return false;
-      ExpectedWc rwc{recv_id, WcOpcode::kRecv, len, kWcGrh, 0, 0};
+      ExpectedWc rwc{recv_id, WcOpcode::kRecv, len, kWcGrh, 0};
       if (write) {
         const size_t dst = kRcRw + r_.below(1 * kMiB - len + 1);
         if (read_hazard(s, dst, len)) wr.send_flags |= kSendFence;
@@ -592,18 +578,6 @@ class RcRun {
         wr.imm_data = static_cast<uint32_t>(r_.u64());
         rwc.wc_flags |= kWcWithImm;
         rwc.imm = wr.imm_data;
-      }
-      if (op == WrOpcode::kSendWithInv) {
-        // A fresh MR on the target whose R_Key the SEND invalidates (IBA 10.6.7.2).
-        t.inv_bufs.emplace_back(64, 0);
-        const MrInfo mr = h_.engine(1 - from)
-                              .reg_mr(t.ep->pd, t.inv_bufs.back().data(), 64,
-                                      kAccessLocalWrite | kAccessRemoteRead)
-                              .value();
-        t.inv_mrs.push_back(mr.lkey);
-        wr.invalidate_rkey = mr.rkey;
-        rwc.wc_flags |= kWcWithInv;
-        rwc.inv_rkey = mr.rkey;
       }
       if (consumes_recv) t.exp_recv.push_back(rwc);
       send_wc.byte_len = len;

@@ -274,6 +274,16 @@ class ScriptQp {
     return a.qp_state;
   }
 
+  // Back through RESET to RTS (a QP that went to ERR is usable again), expecting `rq_psn`
+  // from the peer next. Counters keep counting.
+  void reconnect(uint32_t rq_psn) {
+    transport::QpAttr a;
+    a.qp_state = QpState::kReset;
+    ASSERT_TRUE(engine_.modify_qp(qpn_, a, transport::kQpState).is_ok());
+    opt_.rq_psn = rq_psn;
+    bring_up();
+  }
+
   [[nodiscard]] const Counters& qp_counters() const { return *engine_.qp_counters(qpn_); }
 
   // Checks every per-QP counter (see the file comment).
