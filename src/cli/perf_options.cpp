@@ -99,7 +99,9 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
   for (const TestName& t : kTests) tests += (tests.empty() ? "" : ", ") + std::string(t.name);
   sub.add_option("TEST", o.test_name, "One of " + tests)->required();
   sub.add_option("HOST", o.host, "Server to connect to; without it, run as the server");
-  sub.add_option("-d,--ib-dev", o.device, "Device to use (default: the first, uroce0)");
+  sub.add_option(
+      "-d,--ib-dev", o.device,
+      "Device to use (default: the one whose GID the TCP connection's address is, else the first)");
   sub.add_option("-i,--ib-port", o.ib_port, "Port of the device (default 1)")
       ->check(CLI::Range(1, 255));
   sub.add_option("-x,--gid-index", o.gid_index,

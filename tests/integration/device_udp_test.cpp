@@ -238,13 +238,17 @@ TEST_F(UdpPairTest, GidWithoutABoundAddressIsRefused) {
 
 TEST(DeviceListTest, ListsLoWithItsIpv4GidAtIndexOne) {
   const auto devices = Device::list();
-  ASSERT_EQ(devices.size(), 1u);
-  EXPECT_EQ(devices[0].name, "uroce0");
-  const PortInfo* lo = nullptr;
-  for (const PortInfo& p : devices[0].ports) {
-    if (p.netdev == "lo") lo = &p;
+  ASSERT_GE(devices.size(), 1u);
+  // One device per netdev with one port; loopback is the last device.
+  EXPECT_EQ(devices.back().name, "uroce_lo");
+  for (const DeviceInfo& d : devices) {
+    ASSERT_EQ(d.ports.size(), 1u) << d.name;
+    EXPECT_EQ(d.ports[0].port_num, 1) << d.name;
+    EXPECT_EQ(d.name, "uroce_" + d.ports[0].netdev);
   }
-  ASSERT_NE(lo, nullptr);
+  ASSERT_EQ(devices.back().ports[0].netdev, "lo");
+  const PortInfo* lo = &devices.back().ports[0];
+  EXPECT_EQ(Device::list({"lo"}).size(), 1u);
   ASSERT_GE(lo->gids.size(), 2u);
   const Gid v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1};
   EXPECT_EQ(lo->gids[1], v4);

@@ -67,9 +67,9 @@ TEST(PerfOptions, PerftestFlags) {
   ASSERT_EQ(parse({"send_bw",
                    "host",
                    "-d",
-                   "uroce0",
+                   "uroce_eth0",
                    "-i",
-                   "2",
+                   "1",
                    "-x",
                    "3",
                    "-s",
@@ -99,8 +99,8 @@ TEST(PerfOptions, PerftestFlags) {
                    "--verify"},
                   o),
             "");
-  EXPECT_EQ(o.device, "uroce0");
-  EXPECT_EQ(o.ib_port, 2);
+  EXPECT_EQ(o.device, "uroce_eth0");
+  EXPECT_EQ(o.ib_port, 1);
   EXPECT_EQ(o.gid_index, 3);
   EXPECT_EQ(o.sizes, std::vector<uint64_t>{1024});
   EXPECT_EQ(*o.iters, 100u);

@@ -32,7 +32,7 @@ const std::vector<std::string> kNames = {"sent_pkts", "rcvd_pkts", "retry_exceed
 
 DeviceSnapshot sample() {
   DeviceSnapshot s;
-  s.device = "uroce0";
+  s.device = "uroce_lo";
   s.pid = getpid();
   s.names = kNames;
   s.values = {10, 9, 1};
@@ -53,14 +53,14 @@ DeviceSnapshot sample() {
 
 TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
   std::string error;
-  auto pub = ShmPublisher::create("uroce0", kNames, &error);
+  auto pub = ShmPublisher::create("uroce_lo", kNames, &error);
   ASSERT_NE(pub, nullptr) << error;
-  EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-uroce0");
+  EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-uroce_lo");
   pub->publish(sample());
   auto all = read_segments({});
   ASSERT_EQ(all.size(), 1u);
   const DeviceSnapshot& r = all[0];
-  EXPECT_EQ(r.device, "uroce0");
+  EXPECT_EQ(r.device, "uroce_lo");
   EXPECT_EQ(r.pid, getpid());
   EXPECT_EQ(r.names, kNames);
   EXPECT_EQ(r.values, (std::vector<uint64_t>{10, 9, 1}));
@@ -79,8 +79,8 @@ TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
 }
 
 TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
-  auto a = ShmPublisher::create("uroce0", kNames, nullptr);
-  auto b = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto a = ShmPublisher::create("uroce_lo", kNames, nullptr);
+  auto b = ShmPublisher::create("uroce_lo", kNames, nullptr);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(b->path(), a->path() + ".1");
   EXPECT_EQ(read_segments({}).size(), 2u);
@@ -89,7 +89,7 @@ TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
 TEST_F(ShmTest, SegmentIsRemovedWhenThePublisherGoes) {
   std::string path;
   {
-    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
     ASSERT_NE(pub, nullptr);
     path = pub->path();
     EXPECT_TRUE(std::filesystem::exists(path));
@@ -100,14 +100,14 @@ TEST_F(ShmTest, SegmentIsRemovedWhenThePublisherGoes) {
 TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
   const pid_t child = fork();
   if (child == 0) {
-    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
     pub->publish(sample());
     _exit(pub ? 0 : 1);  // no destructor: the segment stays, like after a SIGKILL
   }
   int st = 0;
   waitpid(child, &st, 0);
   ASSERT_EQ(WEXITSTATUS(st), 0);
-  const std::string path = dir_ + "/uroce-" + std::to_string(child) + "-uroce0";
+  const std::string path = dir_ + "/uroce-" + std::to_string(child) + "-uroce_lo";
   ASSERT_TRUE(std::filesystem::exists(path));
   std::vector<std::string> notes;
   EXPECT_TRUE(read_segments({.pid = child}, &notes).empty());
@@ -117,7 +117,7 @@ TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
 }
 
 TEST_F(ShmTest, ReaderNeverSeesATornSnapshot) {
-  auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
   ASSERT_NE(pub, nullptr);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
