@@ -31,6 +31,7 @@ std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  uroce::config::warn_unknown_env_once();  // every subcommand, also those opening no device
   CLI::App app{"uroce: RoCE v2 in user space", "uroce"};
   const std::string git = uroce::cli::kGitDescribe;
   app.set_version_flag("--version", fmt::format("uroce {}{}", uroce::cli::kProjectVersion,

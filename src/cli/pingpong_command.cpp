@@ -424,7 +424,8 @@ Subcommand add_pingpong_command(CLI::App& app) {
   sub->add_option("--transport", o->transport, "rc (default), uc or ud")
       ->check(CLI::IsMember({"rc", "uc", "ud"}, CLI::ignore_case));
   sub->add_flag("--srq", o->srq, "One SRQ shared by -q QPs, like ibv_srq_pingpong (RC)");
-  sub->add_option("-p,--port", o->port, "Listen on/connect to TCP port (default 18515)");
+  sub->add_option("-p,--port", o->port, "Listen on/connect to TCP port (default 18515)")
+      ->check(CLI::Range(1, 65535));
   sub->add_option(
       "-d,--ib-dev", o->device,
       "Device (default: the one whose GID the TCP connection's address is, else the first)");

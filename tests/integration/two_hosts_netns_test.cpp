@@ -129,9 +129,9 @@ class TwoHostsTest : public ::testing::Test {
     return argv;
   }
 
-  // The server in A, the client in B towards A's veth address.
+  // The server in A, the client in B (or, `same_host`, also in A) towards A's veth address.
   std::pair<ProcResult, ProcResult> run(const std::vector<std::string>& server_argv,
-                                        std::chrono::milliseconds timeout) {
+                                        std::chrono::milliseconds timeout, bool same_host = false) {
     Process server(in(ns_a_, server_argv), env_a_);
     const auto deadline = Clock::now() + 15s;
     while (!listening_in(server.pid(), tcp_) && Clock::now() < deadline) {
@@ -145,7 +145,7 @@ class TwoHostsTest : public ::testing::Test {
     }
     std::vector<std::string> client_argv = server_argv;
     client_argv.push_back(addr_a_);
-    Process client(in(ns_b_, client_argv), env_b_);
+    Process client(in(same_host ? ns_a_ : ns_b_, client_argv), same_host ? env_a_ : env_b_);
     ProcResult c = client.wait(timeout);
     ProcResult s = server.wait(c.timed_out ? 1s : 15s);
     return {s, c};
@@ -229,6 +229,32 @@ TEST_F(TwoHostsTest, UrocePerfWriteBwWithGidIndexOne) {
   EXPECT_EQ(rows[0].iters, 1000u);
   EXPECT_GT(rows[0].first, 0.0) << c.output;
   EXPECT_NE(c.output.find(" Data verification passed: "), std::string::npos) << c.output;
+}
+
+// Two processes on one host over the host's own (non-loopback) address: both open the first
+// device, uroce_<veth>, bind the same address and port 4791 and share it (reuseport); the
+// kernel delivers the datagrams over lo. Over the drop-in and over `uroce pingpong`.
+TEST_F(TwoHostsTest, SameHostOverItsOwnAddress) {
+  const std::string uroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+  if (have_program("/usr/bin/ibv_rc_pingpong")) {
+    auto [s, c] =
+        run({"ibv_rc_pingpong", "-g", "1", "-n", "300", "-p", std::to_string(tcp_)}, 60s, true);
+    ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+    EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+    EXPECT_EQ(s.exit_code, 0) << s.output;
+    for (const ProcResult* r : {&s, &c}) {
+      EXPECT_EQ(count_lines_with(r->output, ", GID ::ffff:" + addr_a_), 2) << r->output;
+      EXPECT_EQ(count_lines_with(r->output, "300 iters in "), 1) << r->output;
+    }
+  }
+  auto [s, c] = run({uroce, "pingpong", "-n", "300", "-c", "-p", std::to_string(tcp_)}, 60s, true);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  for (const ProcResult* r : {&s, &c}) {
+    EXPECT_EQ(count_lines_with(r->output, ", GID ::ffff:" + addr_a_), 2) << r->output;
+    EXPECT_EQ(count_lines_with(r->output, "300 iters in "), 1) << r->output;
+  }
 }
 
 // The namespace's own view: `uroce gids` lists the veth's device first with rxe's layout.
