@@ -203,6 +203,12 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   auto discovered = discover_host_devices(options.netdevs);
   if (!discovered) return discovered.error();
   const HostDevice* chosen = find_host_device(discovered.value(), options.name);
+  if (options.name.empty() && !options.bind.empty()) {
+    // No name but addresses to bind: the device those addresses belong to, not the first.
+    if (const HostDevice* d = find_device_with_gid(discovered.value(), options.bind.front())) {
+      chosen = d;
+    }
+  }
   if (chosen == nullptr) {
     return NetError{ENODEV, "IB device " + options.name + " not found; uroce provides " +
                                 device_names(discovered.value())};

@@ -60,7 +60,8 @@ class UdpPacketIo final : public device::PacketIo {
 };
 
 struct UdpDeviceOptions {
-  // "uroce_<netdev>"; empty or "uroce0" (deprecated alias): the first device in list order.
+  // "uroce_<netdev>"; empty or "uroce0" (deprecated alias): the first device in list order,
+  // or, when `bind` is given and the name empty, the device of the first bind address.
   std::string name;
   std::vector<std::string> netdevs;  // only these netdevs get devices; empty: every one up
   // Addresses to bind. Empty: every GID address of the chosen netdevs that can be bound

@@ -310,5 +310,33 @@ TEST_F(OpenErrorTest, UnknownNetdev) {
   EXPECT_NE(r.error().message.find("nosuchnetdev0"), std::string::npos);
 }
 
+// Device names: uroce_<netdev>, the deprecated alias uroce0 for the first device, and a
+// name that does not exist, which lists the devices there are.
+TEST_F(OpenErrorTest, DeviceNamesAndTheDeprecatedAlias) {
+  OpenOptions o = loopback_options(port_, registry_.path());
+  for (const char* name : {"", "uroce0", "uroce_lo"}) {
+    o.name = name;
+    auto r = Device::open(o);
+    ASSERT_TRUE(r.is_ok()) << name << ": " << r.error().message;
+    EXPECT_EQ(r.value().name(), "uroce_lo") << name;
+    EXPECT_EQ(r.value().query_device().phys_port_cnt, 1) << name;
+  }
+  o.name = "uroce_eth9";
+  auto r = Device::open(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ENODEV);
+  EXPECT_EQ(r.error().message, "IB device uroce_eth9 not found; uroce provides uroce_lo");
+}
+
+// Without a name, addresses to bind choose their device: 127.0.0.1 opens uroce_lo even where
+// another netdev's device is first in the list.
+TEST_F(OpenErrorTest, BindAddressesChooseTheDevice) {
+  OpenOptions o = loopback_options(port_, registry_.path());
+  o.netdevs.clear();
+  auto r = Device::open(o);
+  ASSERT_TRUE(r.is_ok()) << r.error().message;
+  EXPECT_EQ(r.value().name(), "uroce_lo");
+}
+
 }  // namespace
 }  // namespace uroce::itest
