@@ -1,6 +1,6 @@
 // The uroce C++ verbs API: ibverbs-shaped, RAII, status results on the data path.
 //
-//   auto opened = uroce::Device::open({.netdevs = {"lo"}, .bind = {"127.0.0.1"}});
+//   auto opened = uroce::Device::open({.name = "uroce_lo", .bind = {"127.0.0.1"}});
 //   if (!opened) { std::cerr << opened.error().message << "\n"; return 1; }
 //   uroce::Device& dev = opened.value();
 //   auto pd = dev.alloc_pd().value();                       // Result<T>: check is_ok() first
@@ -35,8 +35,11 @@ class Device;
 class CompletionQueue;
 
 struct OpenOptions {
-  std::string name = "uroce0";
-  std::vector<std::string> netdevs;  // empty: every netdev that is up and has an address
+  // "uroce_<netdev>" (as Device::list() names them); empty: the first device in list order
+  // (the default route's netdev first, loopback last). "uroce0" is a deprecated alias of
+  // the first device.
+  std::string name;
+  std::vector<std::string> netdevs;  // only these netdevs get devices; empty: every one up
   std::vector<std::string> bind;     // addresses to bind; empty: every GID's address
   uint16_t udp_port = 4791;
   uint32_t active_mtu = 0;   // bytes; 0: derived from the netdev MTU
@@ -45,6 +48,11 @@ struct OpenOptions {
   uint64_t seed = 0;         // lkey/rkey randomness; 0: time and pid
   transport::DeviceLimits limits;
   ProgressOptions progress;
+
+  // Defaults overridden by the environment (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_DEVICE_ADDR,
+  // UROCE_MTU, UROCE_SPIN_US; docs/configuration.md), parsed as the drop-in and the CLI
+  // parse them. nullopt with `error` set (one line naming the variable) when one is malformed.
+  [[nodiscard]] static std::optional<OpenOptions> from_env(std::string& error);
 };
 
 struct OpenError {
@@ -222,10 +230,11 @@ class OpenResult;
 
 class Device {
  public:
-  // Opens the software RDMA device on real UDP (discovers netdevs, binds the port).
+  // Opens a software RDMA device on real UDP (discovers netdevs, binds the port).
   static OpenResult open(const OpenOptions& options = {});
-  // The device this host would open with default options (no socket is bound).
-  static std::vector<DeviceInfo> list();
+  // The devices of this host in list order, one per netdev (no socket is bound); `netdevs`
+  // restricts them as OpenOptions::netdevs does.
+  static std::vector<DeviceInfo> list(const std::vector<std::string>& netdevs = {});
   // Wraps an already assembled device (a test's in-memory PacketIo, the simulator).
   explicit Device(std::shared_ptr<device::Device> dev);
 

@@ -2,6 +2,7 @@
 // verbs (attributes, PDs, channels, CQs, async events).
 #include <utility>
 
+#include "config/host_options.hpp"
 #include "device/device.hpp"
 #include "net/udp_device.hpp"
 #include "uroce/verbs.hpp"
@@ -31,28 +32,45 @@ OpenResult Device::open(const OpenOptions& options) {
   return Device(std::shared_ptr<device::Device>(std::move(dev.value())));
 }
 
-std::vector<DeviceInfo> Device::list() {
-  auto ports = net::discover_device_ports({});
-  if (!ports) return {};
-  DeviceInfo info;
-  info.name = "uroce0";
-  for (const net::PortGids& pg : ports.value()) {
+std::optional<OpenOptions> OpenOptions::from_env(std::string& error) {
+  auto env = config::HostOptions::from_env(error);
+  if (!env) return std::nullopt;
+  OpenOptions o;
+  if (env->udp_port) o.udp_port = *env->udp_port;
+  o.netdevs = env->netdevs;
+  o.bind = env->device_addrs;
+  if (env->mtu) o.active_mtu = *env->mtu;
+  if (env->spin_us) o.progress.spin = std::chrono::microseconds(*env->spin_us);
+  return o;
+}
+
+std::vector<DeviceInfo> Device::list(const std::vector<std::string>& netdevs) {
+  auto devices = net::discover_host_devices(netdevs);
+  if (!devices) return {};
+  std::vector<DeviceInfo> out;
+  for (const net::HostDevice& d : devices.value()) {
+    const net::PortGids& pg = d.port;
+    DeviceInfo info;
+    info.name = d.name;
+    info.node_guid = d.node_guid;
     PortInfo p;
     p.port_num = pg.port_num;
     p.netdev = pg.netdev.name;
-    p.state = pg.netdev.admin_up && pg.netdev.running ? PortState::kActive : PortState::kDown;
+    // The same rule as the opened device's port state (net/udp_device.cpp port_info_of).
+    const bool up =
+        pg.netdev.admin_up && pg.netdev.running &&
+        (pg.netdev.oper == net::OperState::kUp || pg.netdev.oper == net::OperState::kUnknown);
+    p.state = up ? PortState::kActive : PortState::kDown;
     const uint8_t mtu = net::ib_mtu_enum(pg.active_mtu);
     p.active_mtu = mtu == 0 ? Mtu::k256 : static_cast<Mtu>(mtu);
     for (const net::GidEntry& g : pg.gids) {
       if (g.index >= p.gids.size()) p.gids.resize(g.index + 1);
       p.gids[g.index] = g.gid;
     }
-    if (info.node_guid == 0 && pg.netdev.mac) {
-      info.node_guid = device::node_guid_from_mac(*pg.netdev.mac);
-    }
     info.ports.push_back(std::move(p));
+    out.push_back(std::move(info));
   }
-  return {std::move(info)};
+  return out;
 }
 
 Device::Device(std::shared_ptr<device::Device> dev) : dev_(std::move(dev)) {}

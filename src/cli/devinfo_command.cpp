@@ -1,6 +1,7 @@
 // `uroce devinfo [-v] [-d DEV] [-i PORT]`: the device and port attributes, laid out like
-// rdma-core's ibv_devinfo (devinfo_format.hpp). Opens the device (binding its UDP sockets)
-// so what it prints is what an application would get from query_device/port/gid.
+// rdma-core's ibv_devinfo (devinfo_format.hpp), for every device in list order or the one
+// named. Opens each device (binding its UDP sockets) so what it prints is what an
+// application would get from query_device/port/gid.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -21,16 +22,12 @@ struct DevinfoOptions {
   bool list = false;
 };
 
-int run_devinfo(const DevinfoOptions& o) {
+int print_device(const DevinfoOptions& o, const std::string& name) {
   std::string error;
-  auto dev = open_cli_device(o.device, error);
+  auto dev = open_cli_device(name, std::nullopt, error);
   if (!dev) {
     fmt::print(stderr, "uroce devinfo: {}\n", error);
     return kExitFailure;
-  }
-  if (o.list) {
-    fmt::print("1 HCA found:\n\t{}\n\n", dev->name());
-    return kExitOk;
   }
   const device::DeviceAttr attr = dev->query_device();
   if (o.port > attr.phys_port_cnt) {
@@ -61,13 +58,43 @@ int run_devinfo(const DevinfoOptions& o) {
   return kExitOk;
 }
 
+// As ibv_devinfo: every device in list order, or the one given with -d.
+int run_devinfo(const DevinfoOptions& o) {
+  std::string error;
+  auto devices = cli_host_devices({}, error);
+  if (!devices) {
+    fmt::print(stderr, "uroce devinfo: {}\n", error);
+    return kExitFailure;
+  }
+  std::vector<std::string> names;
+  if (o.device.empty()) {
+    for (const net::HostDevice& d : *devices) names.push_back(d.name);
+  } else if (const net::HostDevice* d = net::find_host_device(*devices, o.device)) {
+    names.push_back(d->name);
+  } else {
+    fmt::print(stderr, "uroce devinfo: IB device {} not found; uroce provides {}\n", o.device,
+               net::device_names(*devices));
+    return kExitUsage;
+  }
+  if (o.list) {
+    fmt::print("{} HCA{} found:\n", names.size(), names.size() == 1 ? "" : "s");
+    for (const std::string& n : names) fmt::print("\t{}\n", n);
+    fmt::print("\n");
+    return kExitOk;
+  }
+  for (const std::string& n : names) {
+    if (const int rc = print_device(o, n); rc != kExitOk) return rc;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 Subcommand add_devinfo_command(CLI::App& app) {
   auto options = std::make_shared<DevinfoOptions>();
   CLI::App* sub = app.add_subcommand(
       "devinfo", "Print the device and port attributes like ibv_devinfo (-v: all limits)");
-  sub->add_option("-d,--ib-dev", options->device, "Device (default: uroce0)");
+  sub->add_option("-d,--ib-dev", options->device, "Only this device (default: every device)");
   sub->add_option("-i,--ib-port", options->port, "Only this port (default: all ports)")
       ->check(CLI::Range(1, 255));
   sub->add_flag("-l,--list", options->list, "Print only the device names");

@@ -231,34 +231,43 @@ CheckResult check_mtu(const std::vector<net::Interface>& interfaces,
 
 CheckResult check_gids(const std::optional<Route>& route) {
   CheckResult r{"gid"};
-  auto ports = net::discover_device_ports({});
-  if (!ports) {
+  auto devices = net::discover_host_devices({});
+  if (!devices) {
     r.level = CheckLevel::kFail;
-    r.detail = ports.error().message;
+    r.detail = devices.error().message;
     r.fix = "ip link set dev IFACE up; ip addr add ADDR/PREFIX dev IFACE";
     return r;
   }
   std::string table;
-  std::optional<uint32_t> for_route;
-  for (const net::PortGids& p : ports.value()) {
-    for (const net::GidEntry& g : p.gids) {
+  struct Use {
+    std::string device;
+    uint32_t index = 0;
+  };
+  std::optional<Use> for_route;
+  for (const net::HostDevice& d : devices.value()) {
+    for (const net::GidEntry& g : d.port.gids) {
       // A route to an IPv6 peer leaves from an IPv6 address: its GID is that address itself.
       net::IpAddr gid_addr;
       gid_addr.bytes = g.gid;
       if (route && !for_route &&
           (g.ipv4.empty() ? gid_addr.to_string() : g.ipv4) == route->local_address) {
-        for_route = g.index;
+        for_route = Use{d.name, g.index};
       }
       if (g.ipv4.empty()) continue;
-      table += fmt::format("{}{}={} ({})", table.empty() ? "" : ", ", g.index, g.ipv4, g.netdev);
+      table += fmt::format("{}{} {}={}", table.empty() ? "" : ", ", d.name, g.index, g.ipv4);
     }
   }
   r.detail = "RoCE v2 IPv4 GIDs: " + (table.empty() ? std::string("none") : table);
   if (route) {
     if (for_route) {
-      r.detail +=
-          fmt::format("; to reach the peer use GID index {} ({} on {}), e.g. -g {} / -x {}",
-                      *for_route, route->local_address, route->netdev, *for_route, *for_route);
+      const bool first =
+          !devices.value().empty() && devices.value().front().name == for_route->device;
+      r.detail += fmt::format(
+          "; to reach the peer use device {} GID index {} ({} on {}), e.g. -d {} -g {} / "
+          "-d {} -x {}{}",
+          for_route->device, for_route->index, route->local_address, route->netdev,
+          for_route->device, for_route->index, for_route->device, for_route->index,
+          first ? " (it is the first device, so -d may be left out)" : "");
     } else {
       r.level = CheckLevel::kFail;
       r.detail +=

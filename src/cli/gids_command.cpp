@@ -1,7 +1,7 @@
-// `uroce gids [-d DEV]`: the GID table of every port, like rdma-core's show_gids
-// (DEV PORT INDEX GID IPv4 VER DEV). Reads the host's interfaces the same way the device
-// does when it opens (net::discover_device_ports), without binding any socket, so it also
-// works while another process holds the addresses.
+// `uroce gids [-d DEV]`: the GID table of every device, like rdma-core's show_gids
+// (DEV PORT INDEX GID IPv4 VER DEV), devices in list order. Reads the host's interfaces the
+// same way a device does when it opens (net::discover_host_devices), without binding any
+// socket, so it also works while another process holds the addresses.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/verbs_setup.hpp"
 #include "net/netdev.hpp"
 #include "net/udp_device.hpp"
 
@@ -21,21 +22,26 @@ struct GidsOptions {
 };
 
 int run_gids(const GidsOptions& o) {
-  const net::UdpDeviceOptions defaults;
-  if (!o.device.empty() && o.device != defaults.name) {
-    fmt::print(stderr, "uroce gids: IB device {} not found; uroce provides {}\n", o.device,
-               defaults.name);
-    return kExitUsage;
-  }
-  auto ports = net::discover_device_ports(o.netdevs);
-  if (!ports) {
-    fmt::print(stderr, "uroce gids: {}\n", ports.error().message);
+  std::string error;
+  auto devices = cli_host_devices(o.netdevs, error);
+  if (!devices) {
+    fmt::print(stderr, "uroce gids: {}\n", error);
     return kExitFailure;
   }
-  const std::string text = net::format_gid_table(defaults.name, ports.value());
+  std::vector<net::HostDevice> shown = std::move(*devices);
+  if (!o.device.empty()) {
+    const net::HostDevice* d = net::find_host_device(shown, o.device);
+    if (d == nullptr) {
+      fmt::print(stderr, "uroce gids: IB device {} not found; uroce provides {}\n", o.device,
+                 net::device_names(shown));
+      return kExitUsage;
+    }
+    shown = {*d};
+  }
+  const std::string text = net::format_gid_table(shown);
   std::fwrite(text.data(), 1, text.size(), stdout);
   size_t count = 0;
-  for (const auto& p : ports.value()) count += p.gids.size();
+  for (const auto& d : shown) count += d.port.gids.size();
   fmt::print("n_gids_found={}\n", count);
   return kExitOk;
 }
@@ -45,8 +51,9 @@ int run_gids(const GidsOptions& o) {
 Subcommand add_gids_command(CLI::App& app) {
   auto options = std::make_shared<GidsOptions>();
   CLI::App* sub = app.add_subcommand("gids", "List the GID table of every port like show_gids");
-  sub->add_option("-d,--ib-dev", options->device, "Device (default: uroce0)");
-  sub->add_option("--netdev", options->netdevs, "Only these netdevs (default: all that are up)");
+  sub->add_option("-d,--ib-dev", options->device, "Only this device (default: every device)");
+  sub->add_option("--netdev", options->netdevs,
+                  "Only these netdevs (default: UROCE_NETDEVS, else all that are up)");
   return Subcommand{sub, [options] { return run_gids(*options); }};
 }
 

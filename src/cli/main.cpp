@@ -8,6 +8,8 @@
 
 #include "cli/command.hpp"
 #include "cli/diagnose_commands.hpp"
+#include "cli/version.hpp"
+#include "config/env_table.hpp"
 
 namespace {
 
@@ -29,7 +31,13 @@ std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  uroce::config::warn_unknown_env_once();  // every subcommand, also those opening no device
   CLI::App app{"uroce: RoCE v2 in user space", "uroce"};
+  const std::string git = uroce::cli::kGitDescribe;
+  app.set_version_flag("--version", fmt::format("uroce {}{}", uroce::cli::kProjectVersion,
+                                                git.empty() ? "" : " (git " + git + ")"));
+  // The environment table, generated from the same rows as docs/configuration.md.
+  app.footer("\n" + uroce::config::render_env_table_text());
   app.require_subcommand(1);
   app.failure_message(one_line_failure);
   std::vector<uroce::cli::Subcommand> commands;

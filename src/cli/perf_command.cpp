@@ -85,8 +85,7 @@ void print_banner(const PerfOptions& o, const PerfSetup& s, const PerfContext& c
   auto line = [&b](const std::string& text) { b += text + "\n"; };
   line(std::string(kResultLine));
   line("                    " + perf_test_title(t, s.atomic));
-  line(fmt::format(" Dual-port       : OFF\t\tDevice         : {}",
-                   ctx.gid().port == 0 ? "uroce0" : "uroce0"));
+  line(fmt::format(" Dual-port       : OFF\t\tDevice         : {}", ctx.dev().name()));
   line(fmt::format(" Number of qps   : {}\t\tTransport type : IB", s.num_qps));
   line(fmt::format(" Connection type : {}\t\tUsing SRQ      : OFF", connection_name(s.conn)));
   const bool lat = t.kind == PerfKind::kLatency;
@@ -151,10 +150,10 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
 
 int run_client(PerfOptions& o) {
   std::string error;
-  auto dev = open_cli_device(o.device, error);
-  if (!dev) return failure(error);
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(kConnectWait), error);
   if (!sock) return failure(error);
+  auto dev = open_cli_device(o.device, sock->local_address(), error);
+  if (!dev) return failure(error);
   const auto gid = choose_gid(*dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return failure(error);
   device::PortAttr port;
@@ -251,10 +250,10 @@ int run_client(PerfOptions& o) {
 
 int run_server(PerfOptions& o) {
   std::string error;
-  auto dev = open_cli_device(o.device, error);
-  if (!dev) return failure(error);
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);
+  auto dev = open_cli_device(o.device, sock->local_address(), error);
+  if (!dev) return failure(error);
   std::string line;
   if (!sock->recv_line(line, deadline_after(60))) return failure("the client sent no setup");
   PerfSetup setup;

@@ -31,6 +31,7 @@ class PerfContext {
   [[nodiscard]] bool connect(const std::vector<PerfQpInfo>& remote, std::string& error);
 
   [[nodiscard]] device::Device& dev() { return *dev_; }
+  [[nodiscard]] const device::Device& dev() const { return *dev_; }
   [[nodiscard]] const PerfSetup& setup() const { return setup_; }
   [[nodiscard]] const GidChoice& gid() const { return gid_; }
   [[nodiscard]] uint32_t qpn(int q) const { return qpns_[static_cast<size_t>(q)]; }

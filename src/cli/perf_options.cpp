@@ -99,7 +99,9 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
   for (const TestName& t : kTests) tests += (tests.empty() ? "" : ", ") + std::string(t.name);
   sub.add_option("TEST", o.test_name, "One of " + tests)->required();
   sub.add_option("HOST", o.host, "Server to connect to; without it, run as the server");
-  sub.add_option("-d,--ib-dev", o.device, "Device to use (default: the first, uroce0)");
+  sub.add_option(
+      "-d,--ib-dev", o.device,
+      "Device to use (default: the one whose GID the TCP connection's address is, else the first)");
   sub.add_option("-i,--ib-port", o.ib_port, "Port of the device (default 1)")
       ->check(CLI::Range(1, 255));
   sub.add_option("-x,--gid-index", o.gid_index,
@@ -126,7 +128,8 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
       ->check(CLI::Range(1, kMaxCqMod));
   sub.add_option("-A,--atomic_type", o.atomic_type, "CMP_AND_SWAP or FETCH_AND_ADD (default)")
       ->check(CLI::IsMember({"CMP_AND_SWAP", "FETCH_AND_ADD"}, CLI::ignore_case));
-  sub.add_option("-p,--port", o.port, "TCP port of the side channel (default 18515)");
+  sub.add_option("-p,--port", o.port, "TCP port of the side channel (default 18515)")
+      ->check(CLI::Range(1, 65535));
   sub.add_flag("-F,--CPU-freq", o.cpu_freq_ignored,
                "Accepted for perftest compatibility (uroce measures with the monotonic clock)");
   sub.add_flag("--report_gbits", o.report_gbits, "Report bandwidth in Gb/sec");
@@ -168,7 +171,8 @@ std::string finish_perf_options(PerfOptions& o) {
   if (o.cq_mod && !bw) return "-Q/--cq-mod only applies to BW tests";
   if (o.duration && o.iters) return "give either -n/--iters or -D/--duration, not both";
   if (o.duration && (*o.duration <= 0 || *o.duration > 3600)) {
-    return "-D/--duration must be between 0 and 3600 seconds";
+    // 0 is out: the message says so instead of "between 0 and ..." (issue 9).
+    return "-D/--duration must be more than 0 and at most 3600 seconds";
   }
   if (o.iters && (*o.iters < 5 || *o.iters > 100'000'000)) {
     return "-n/--iters must be between 5 and 100000000";

@@ -300,7 +300,12 @@ int run_pingpong(PingpongOptions& o) {
   const bool server = o.host.empty();
 
   std::string error;
-  pp.dev = open_cli_device(o.device, error);
+  std::unique_ptr<OobSocket> sock =
+      server ? OobSocket::accept_one(o.port, std::nullopt, error)
+             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
+  if (!sock) return fail(error);
+  // After the side channel: without -d, the device is the one the peer reaches us on.
+  pp.dev = open_cli_device(o.device, sock->local_address(), error);
   if (!pp.dev) return fail(error);
   if (pp.ud) {
     const uint32_t mtu = ud_max_message(*pp.dev);
@@ -309,10 +314,6 @@ int run_pingpong(PingpongOptions& o) {
           fmt::format("Requested size larger than port MTU ({}); use -s {} or less", mtu, mtu));
     }
   }
-  std::unique_ptr<OobSocket> sock =
-      server ? OobSocket::accept_one(o.port, std::nullopt, error)
-             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
-  if (!sock) return fail(error);
   const auto gid = choose_gid(*pp.dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return fail(error);
   pp.gid = *gid;
@@ -423,8 +424,11 @@ Subcommand add_pingpong_command(CLI::App& app) {
   sub->add_option("--transport", o->transport, "rc (default), uc or ud")
       ->check(CLI::IsMember({"rc", "uc", "ud"}, CLI::ignore_case));
   sub->add_flag("--srq", o->srq, "One SRQ shared by -q QPs, like ibv_srq_pingpong (RC)");
-  sub->add_option("-p,--port", o->port, "Listen on/connect to TCP port (default 18515)");
-  sub->add_option("-d,--ib-dev", o->device, "Device (default uroce0)");
+  sub->add_option("-p,--port", o->port, "Listen on/connect to TCP port (default 18515)")
+      ->check(CLI::Range(1, 65535));
+  sub->add_option(
+      "-d,--ib-dev", o->device,
+      "Device (default: the one whose GID the TCP connection's address is, else the first)");
   sub->add_option("-i,--ib-port", o->ib_port, "Port of the device (default: the GID's)")
       ->check(CLI::Range(1, 255));
   sub->add_option("-s,--size", o->size, "Message size (default 4096, UD 2048)")

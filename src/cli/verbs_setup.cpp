@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "config/host_options.hpp"
 #include "net/udp_device.hpp"
 
 namespace uroce::cli {
@@ -16,21 +17,24 @@ constexpr size_t kPageSize = 4096;
 
 }  // namespace
 
-std::unique_ptr<device::Device> open_cli_device(const std::string& name, std::string& error) {
+std::unique_ptr<device::Device> open_cli_device(const std::string& name,
+                                                const std::optional<net::IpAddr>& reach_via,
+                                                std::string& error) {
+  auto env = config::HostOptions::from_env(error);
+  if (!env) return nullptr;
   net::UdpDeviceOptions options;
-  if (!name.empty() && name != options.name) {
-    error = fmt::format("IB device {} not found; uroce provides {}", name, options.name);
-    return nullptr;
-  }
-  // UROCE_UDP_PORT moves the device off 4791, so test runs cannot meet other devices on the
-  // same host (both sides of a test must use the same value).
-  if (const char* port = std::getenv("UROCE_UDP_PORT"); port != nullptr && *port != '\0') {
-    const long value = std::strtol(port, nullptr, 10);
-    if (value <= 0 || value > 65535) {
-      error = fmt::format("UROCE_UDP_PORT={} is not a UDP port", port);
+  if (!net::apply_env_options(*env, options, error)) return nullptr;
+  options.name = name;
+  if (name.empty() && reach_via) {
+    // The device whose GID the peer reaches us on; with none (e.g. NAT), the first device.
+    auto devices = net::discover_host_devices(options.netdevs);
+    if (!devices) {
+      error = devices.error().message;
       return nullptr;
     }
-    options.udp_port = static_cast<uint16_t>(value);
+    if (const net::HostDevice* d = net::find_device_with_gid(devices.value(), *reach_via)) {
+      options.name = d->name;
+    }
   }
   auto dev = net::open_udp_device(options);
   if (!dev) {
@@ -38,6 +42,18 @@ std::unique_ptr<device::Device> open_cli_device(const std::string& name, std::st
     return nullptr;
   }
   return std::move(dev.value());
+}
+
+std::optional<std::vector<net::HostDevice>> cli_host_devices(
+    const std::vector<std::string>& netdevs, std::string& error) {
+  auto env = config::HostOptions::from_env(error);
+  if (!env) return std::nullopt;
+  auto devices = net::discover_host_devices(netdevs.empty() ? env->netdevs : netdevs);
+  if (!devices) {
+    error = devices.error().message;
+    return std::nullopt;
+  }
+  return std::move(devices.value());
 }
 
 std::optional<GidChoice> choose_gid(const device::Device& dev, std::optional<int> port,

@@ -9,21 +9,30 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cli/pingpong_dest.hpp"
 #include "device/device.hpp"
 #include "net/ip_addr.hpp"
+#include "net/netdev.hpp"
 
 namespace uroce::cli {
 
 // QKEY of rdma-core's ud_pingpong, also used by `uroce perf -c UD`.
 inline constexpr uint32_t kPingpongQkey = 0x11111111;
 
-// "" or "uroce0" opens the UDP device on every netdev that is up; anything else fails with a
-// line naming the device that exists. The UDP port is 4791 unless UROCE_UDP_PORT says
-// otherwise (tests run on a private port).
-[[nodiscard]] std::unique_ptr<device::Device> open_cli_device(const std::string& name,
-                                                              std::string& error);
+// Opens the device `name` ("uroce_<netdev>"; "uroce0" is a deprecated alias of the first).
+// Without a name: the device one of whose GIDs is `reach_via` (the local address of the TCP
+// side channel, which is the address the peer reaches us on), else the first device in list
+// order. The environment applies as in the drop-in (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_MTU,
+// ...; docs/configuration.md). An unknown name fails with a line naming the devices there are.
+[[nodiscard]] std::unique_ptr<device::Device> open_cli_device(
+    const std::string& name, const std::optional<net::IpAddr>& reach_via, std::string& error);
+
+// The devices the CLI lists (`uroce gids`): the environment's UROCE_NETDEVS unless `netdevs`
+// is given; nullopt with `error` set when the environment is malformed or no device is up.
+[[nodiscard]] std::optional<std::vector<net::HostDevice>> cli_host_devices(
+    const std::vector<std::string>& netdevs, std::string& error);
 
 struct GidChoice {
   uint8_t port = 1;

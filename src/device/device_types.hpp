@@ -119,7 +119,7 @@ struct ProgressOptions {
 };
 
 struct DeviceConfig {
-  std::string name = "uroce0";
+  std::string name = "uroce_mem";  // open_udp_device names its devices uroce_<netdev>
   uint64_t node_guid = 0;
   std::vector<PortInfo> ports;  // port_num 1, 2, ...
   transport::EngineConfig engine;

@@ -1,14 +1,16 @@
 // Device discovery and contexts: ibv_get_device_list, ibv_open_device, ibv_close_device.
 //
-// There is one device, uroce0, present whenever some netdev is up with an address (the
-// ports are those netdevs, see docs/networking.md). Each ibv_open_device assembles its own
-// device::Device on UDP (open_udp_device): its own sockets in the address's reuseport
-// group, its own QPN slot and progress thread, so contexts are as independent as contexts
-// of a hardware NIC. ibv_close_device tears it all down.
+// One device per netdev that is up with an address, named and ordered as rxe's would be
+// (uroce_<netdev>, the default route's netdev first, loopback last: net/netdev.hpp and
+// docs/networking.md), so programs that open the first device reach other hosts. Each
+// ibv_open_device assembles its own device::Device on UDP (open_udp_device): its own sockets
+// in the address's reuseport group, its own QPN slot and progress thread, so contexts are as
+// independent as contexts of a hardware NIC. ibv_close_device tears it all down.
 #include <endian.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -21,65 +23,59 @@ using namespace uroce::ibverbs;
 
 namespace {
 
-constexpr const char* kDeviceName = "uroce0";
-
 struct DeviceSlot {
   ibv_device dev{};
   uint64_t node_guid = 0;  // big-endian bytes as a number (device::DeviceAttr convention)
+  int index = 0;           // ibv_get_device_index: position of first listing
 };
 
 std::mutex g_list_mu;
-DeviceSlot* g_device = nullptr;  // created on first listing, kept for the process lifetime
-
-// Same rule as open_udp_device: the MAC of the first port that has one, else a locally
-// administered MAC built from the first IPv4 address (a device on lo only).
-uint64_t node_guid_of(const std::vector<net::PortGids>& ports) {
-  for (const net::PortGids& p : ports) {
-    if (p.netdev.mac) return device::node_guid_from_mac(*p.netdev.mac);
-  }
-  std::array<uint8_t, 6> mac = {0x02, 0x00, 0x7F, 0x00, 0x00, 0x01};
-  for (const net::PortGids& p : ports) {
-    if (!p.netdev.ipv4.empty()) {
-      const auto& b = p.netdev.ipv4.front().addr.bytes;
-      mac = {0x02, 0x00, b[12], b[13], b[14], b[15]};
-      break;
-    }
-  }
-  return device::node_guid_from_mac(mac);
-}
+// Every device ever listed, kept for the process lifetime: an ibv_device* handed out stays
+// valid after ibv_free_device_list and across listings (netdevs may come and go).
+std::deque<DeviceSlot> g_slots;
 
 void copy_name(char* dst, size_t room, const std::string& src) {
   std::strncpy(dst, src.c_str(), room - 1);
   dst[room - 1] = '\0';
 }
 
-DeviceSlot* discover() {
+DeviceSlot& slot_for(const net::HostDevice& d) {
+  for (DeviceSlot& s : g_slots) {
+    if (d.name == s.dev.name) return s;
+  }
+  DeviceSlot& slot = g_slots.emplace_back();
+  slot.index = static_cast<int>(g_slots.size() - 1);
+  slot.dev.node_type = IBV_NODE_CA;
+  slot.dev.transport_type = IBV_TRANSPORT_IB;
+  copy_name(slot.dev.name, sizeof slot.dev.name, d.name);
+  copy_name(slot.dev.dev_name, sizeof slot.dev.dev_name, "uverbs-" + d.name);
+  copy_name(slot.dev.dev_path, sizeof slot.dev.dev_path,
+            "/sys/class/infiniband_verbs/uverbs-" + d.name);
+  copy_name(slot.dev.ibdev_path, sizeof slot.dev.ibdev_path, "/sys/class/infiniband/" + d.name);
+  return slot;
+}
+
+// The devices of this moment, in list order.
+std::vector<DeviceSlot*> discover() {
   net::UdpDeviceOptions options;
   std::string error;
   if (!options_from_env(options, error)) {
     report(error);
-    return nullptr;
+    return {};
   }
-  auto ports = net::discover_device_ports(options.netdevs);
-  if (!ports) {
-    report(ports.error().message);
-    return nullptr;
+  auto devices = net::discover_host_devices(options.netdevs);
+  if (!devices) {
+    report(devices.error().message);
+    return {};
   }
   std::lock_guard lock(g_list_mu);
-  if (g_device == nullptr) {
-    auto* slot = new DeviceSlot;
-    slot->dev.node_type = IBV_NODE_CA;
-    slot->dev.transport_type = IBV_TRANSPORT_IB;
-    copy_name(slot->dev.name, sizeof slot->dev.name, kDeviceName);
-    copy_name(slot->dev.dev_name, sizeof slot->dev.dev_name, std::string("uverbs-") + kDeviceName);
-    copy_name(slot->dev.dev_path, sizeof slot->dev.dev_path,
-              std::string("/sys/class/infiniband_verbs/uverbs-") + kDeviceName);
-    copy_name(slot->dev.ibdev_path, sizeof slot->dev.ibdev_path,
-              std::string("/sys/class/infiniband/") + kDeviceName);
-    g_device = slot;
+  std::vector<DeviceSlot*> out;
+  for (const net::HostDevice& d : devices.value()) {
+    DeviceSlot& slot = slot_for(d);
+    slot.node_guid = d.node_guid;
+    out.push_back(&slot);
   }
-  g_device->node_guid = node_guid_of(ports.value());
-  return g_device;
+  return out;
 }
 
 }  // namespace
@@ -87,11 +83,11 @@ DeviceSlot* discover() {
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num_devices) {
-  DeviceSlot* slot = discover();
-  auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+  const std::vector<DeviceSlot*> slots = discover();
+  auto** list = static_cast<ibv_device**>(std::calloc(slots.size() + 1, sizeof(ibv_device*)));
   if (list == nullptr) return fail_null<ibv_device*>(ENOMEM);
   int n = 0;
-  if (slot != nullptr) list[n++] = &slot->dev;
+  for (DeviceSlot* slot : slots) list[n++] = &slot->dev;
   if (num_devices != nullptr) *num_devices = n;
   return list;
 }
@@ -110,7 +106,7 @@ __be64 ibv_get_device_guid(ibv_device* device) {
 }
 
 int ibv_get_device_index(ibv_device* device) {
-  return device == nullptr ? -1 : 0;
+  return device == nullptr ? -1 : reinterpret_cast<DeviceSlot*>(device)->index;
 }
 
 ibv_context* ibv_open_device(ibv_device* device) {

@@ -1,4 +1,4 @@
-// Device, port, GID and P_Key queries. Every GID of uroce0 is a RoCE v2 GID (an IP
+// Device, port, GID and P_Key queries. Every GID of a uroce device is a RoCE v2 GID (an IP
 // address, IPv4 as ::ffff:a.b.c.d); the one P_Key is the default 0xFFFF, as on rxe.
 #include <endian.h>
 #include <net/if.h>

@@ -13,6 +13,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
+
+#include "device/device_types.hpp"
 
 namespace uroce::net {
 namespace {
@@ -247,17 +250,156 @@ std::vector<Interface> select_device_netdevs(std::span<const Interface> all,
   return out;
 }
 
-std::vector<PortGids> build_ports(std::span<const Interface> selected) {
-  std::vector<PortGids> out;
-  for (const Interface& ifc : selected) {
-    PortGids p;
-    p.port_num = static_cast<uint8_t>(out.size() + 1);
-    p.netdev = ifc;
-    p.active_mtu = active_mtu_for_netdev_mtu(ifc.mtu);
-    p.gids = build_gid_table(ifc);
-    out.push_back(std::move(p));
+std::string device_name_for(std::string_view netdev) {
+  return std::string(kDeviceNamePrefix) + std::string(netdev);
+}
+
+namespace {
+
+struct RouteRow {
+  std::string netdev;
+  uint64_t metric = 0;
+};
+
+std::vector<std::string> by_metric(std::vector<RouteRow> rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const RouteRow& a, const RouteRow& b) { return a.metric < b.metric; });
+  std::vector<std::string> out;
+  for (RouteRow& r : rows) {
+    if (std::find(out.begin(), out.end(), r.netdev) == out.end()) out.push_back(r.netdev);
   }
   return out;
+}
+
+std::vector<std::vector<std::string>> rows_of(std::string_view text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::vector<std::string> fields;
+    for (std::string w; f >> w;) fields.push_back(w);
+    if (!fields.empty()) rows.push_back(std::move(fields));
+  }
+  return rows;
+}
+
+uint64_t hex(const std::string& s) {
+  return std::strtoull(s.c_str(), nullptr, 16);
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+constexpr uint64_t kRtfUp = 0x0001;      // linux/route.h RTF_UP
+constexpr uint64_t kRtfReject = 0x0200;  // RTF_REJECT: "unreachable" routes
+
+uint64_t node_guid_for(const Interface& ifc) {
+  if (ifc.mac) return device::node_guid_from_mac(*ifc.mac);
+  // No MAC (lo, tun): a locally administered MAC from the first IPv4 address.
+  std::array<uint8_t, 6> mac = {0x02, 0x00, 0x7F, 0x00, 0x00, 0x01};
+  if (!ifc.ipv4.empty()) {
+    const auto& b = ifc.ipv4.front().addr.bytes;
+    mac = {0x02, 0x00, b[12], b[13], b[14], b[15]};
+  }
+  return device::node_guid_from_mac(mac);
+}
+
+}  // namespace
+
+std::vector<std::string> parse_ipv4_default_routes(std::string_view proc_net_route) {
+  // Iface Destination Gateway Flags RefCnt Use Metric Mask MTU Window IRTT (hex fields)
+  std::vector<RouteRow> rows;
+  for (const auto& f : rows_of(proc_net_route)) {
+    if (f.size() < 8 || f[0] == "Iface") continue;
+    if (hex(f[1]) != 0 || hex(f[7]) != 0) continue;  // destination and mask 0.0.0.0/0
+    const uint64_t flags = hex(f[3]);
+    if ((flags & kRtfUp) == 0 || (flags & kRtfReject) != 0) continue;
+    rows.push_back(RouteRow{f[0], std::strtoull(f[6].c_str(), nullptr, 10)});
+  }
+  return by_metric(std::move(rows));
+}
+
+std::vector<std::string> parse_ipv6_default_routes(std::string_view proc_net_ipv6_route) {
+  // dest dest_plen src src_plen next_hop metric refcnt use flags devname (hex fields)
+  std::vector<RouteRow> rows;
+  for (const auto& f : rows_of(proc_net_ipv6_route)) {
+    if (f.size() < 10 || f[1] != "00") continue;
+    if (f[0].find_first_not_of('0') != std::string::npos) continue;  // ::/0 only
+    const uint64_t flags = hex(f[8]);
+    if ((flags & kRtfUp) == 0 || (flags & kRtfReject) != 0) continue;
+    rows.push_back(RouteRow{f[9], hex(f[5])});
+  }
+  return by_metric(std::move(rows));
+}
+
+std::vector<std::string> read_default_route_netdevs() {
+  std::vector<std::string> out = parse_ipv4_default_routes(read_file("/proc/net/route"));
+  for (std::string& n : parse_ipv6_default_routes(read_file("/proc/net/ipv6_route"))) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<HostDevice> build_host_devices(std::span<const Interface> selected,
+                                           std::span<const std::string> default_route) {
+  std::vector<const Interface*> order;
+  auto add = [&](const Interface& ifc) {
+    if (std::find(order.begin(), order.end(), &ifc) == order.end()) order.push_back(&ifc);
+  };
+  for (const std::string& name : default_route) {
+    for (const Interface& ifc : selected) {
+      if (ifc.name == name && !ifc.loopback) add(ifc);
+    }
+  }
+  std::vector<const Interface*> rest;
+  for (const Interface& ifc : selected) rest.push_back(&ifc);
+  std::stable_sort(rest.begin(), rest.end(), [](const Interface* a, const Interface* b) {
+    if (a->loopback != b->loopback) return !a->loopback;  // loopback last
+    return a->ifindex < b->ifindex;
+  });
+  for (const Interface* ifc : rest) add(*ifc);
+
+  std::vector<HostDevice> out;
+  for (const Interface* ifc : order) {
+    HostDevice d;
+    d.name = device_name_for(ifc->name);
+    d.port.port_num = 1;
+    d.port.netdev = *ifc;
+    d.port.active_mtu = active_mtu_for_netdev_mtu(ifc->mtu);
+    d.port.gids = build_gid_table(*ifc);
+    d.node_guid = node_guid_for(*ifc);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+const HostDevice* find_host_device(std::span<const HostDevice> devices, std::string_view name) {
+  if (devices.empty()) return nullptr;
+  if (name.empty() || name == kLegacyDeviceName) return &devices.front();
+  for (const HostDevice& d : devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+const HostDevice* find_device_with_gid(std::span<const HostDevice> devices, const IpAddr& addr) {
+  for (const HostDevice& d : devices) {
+    for (const GidEntry& e : d.port.gids) {
+      if (e.gid == addr.bytes) return &d;
+    }
+  }
+  return nullptr;
+}
+
+std::string device_names(std::span<const HostDevice> devices) {
+  std::string out;
+  for (const HostDevice& d : devices) out += (out.empty() ? "" : ", ") + d.name;
+  return out.empty() ? "no device" : out;
 }
 
 std::optional<GidLocation> find_gid(std::span<const PortGids> ports, const IpAddr& addr) {
@@ -305,21 +447,20 @@ NetResult<IpAddr> route_source_for(const IpAddr& dst, uint32_t scope_id) {
   return split->first;
 }
 
-std::string format_gid_table(std::string_view device_name, std::span<const PortGids> ports) {
+std::string format_gid_table(std::span<const HostDevice> devices) {
   std::string out = "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4\t\tVER\tDEV\n";
   out += "---\t----\t-----\t---\t\t\t\t\t------------\t---\t---\n";
   char line[256];
-  for (const PortGids& p : ports) {
-    for (const GidEntry& e : p.gids) {
+  for (const HostDevice& d : devices) {
+    for (const GidEntry& e : d.port.gids) {
       char gid[48];
       std::snprintf(gid, sizeof gid,
                     "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
                     e.gid[0], e.gid[1], e.gid[2], e.gid[3], e.gid[4], e.gid[5], e.gid[6], e.gid[7],
                     e.gid[8], e.gid[9], e.gid[10], e.gid[11], e.gid[12], e.gid[13], e.gid[14],
                     e.gid[15]);
-      std::snprintf(line, sizeof line, "%.*s\t%u\t%u\t%s\t%-15s\tv2\t%s\n",
-                    static_cast<int>(device_name.size()), device_name.data(), p.port_num, e.index,
-                    gid, e.ipv4.c_str(), e.netdev.c_str());
+      std::snprintf(line, sizeof line, "%s\t%u\t%u\t%s\t%-15s\tv2\t%s\n", d.name.c_str(),
+                    d.port.port_num, e.index, gid, e.ipv4.c_str(), e.netdev.c_str());
       out += line;
     }
   }

@@ -1,16 +1,23 @@
-// Host interface discovery and the GID table, built the way Linux Soft-RoCE builds it.
+// Host interface discovery, the GID tables and the device list, built the way Linux
+// Soft-RoCE builds them.
 //
 // discover_interfaces() reads the host (getifaddrs, sysfs, ioctl) into plain Interface
-// records; everything else here is a pure function over those records, so tests feed fake
-// interface lists. The GID rules (docs/networking.md "GID table"):
-//   - per netdev (one uroce port per netdev), index 0 is the default GID: fe80::/64 plus the
-//     EUI-64 of the MAC (core/cache.c make_default_gid); for a netdev without a MAC (lo) it
-//     is ::1;
-//   - then every IPv4 address as ::ffff:a.b.c.d (so `-g 1` is the IPv4 address, also on lo);
+// records and read_default_route_netdevs() reads the routing table; everything else here is
+// a pure function over those records, so tests feed fake interface lists and routes.
+//
+// The device model (docs/networking.md "Devices"): one device per netdev, named like rxe's
+// rxe_<netdev>: uroce_<netdev>, each with one port (1). The device list puts the netdev of
+// the default route first (IPv4, then IPv6), the other netdevs next in ifindex order and
+// loopback last, so a program that opens the first device (perftest, ibv_*_pingpong without
+// -d) gets the one that reaches other hosts. "uroce0", the name of the old single device,
+// is a deprecated alias of the first device.
+//
+// The GID table of a device (docs/networking.md "GID table"), as rxe's:
+//   - index 0 is the default GID: fe80::/64 plus the EUI-64 of the MAC (core/cache.c
+//     make_default_gid); for a netdev without a MAC (lo) it is ::1;
+//   - then every IPv4 address as ::ffff:a.b.c.d (so `-g 1` / `-x 1` is the IPv4 address);
 //   - then every IPv6 address that is neither link-local nor already index 0;
 //   - all entries RoCE v2.
-// select_device_netdevs() picks the netdevs of the device uroce0: every interface that is up
-// and has an address, in ifindex order; netdev i becomes port i + 1.
 #pragma once
 
 #include <array>
@@ -88,7 +95,7 @@ struct GidEntry {
 };
 
 struct PortGids {
-  uint8_t port_num = 1;  // 1-based, as in ibv_query_port
+  uint8_t port_num = 1;  // 1-based, as in ibv_query_port; every device has only port 1
   Interface netdev;
   uint32_t active_mtu = 0;
   std::vector<GidEntry> gids;
@@ -97,14 +104,48 @@ struct PortGids {
 // The GID table of one netdev (one port), index order as described at the top.
 [[nodiscard]] std::vector<GidEntry> build_gid_table(const Interface& iface);
 
-// Interfaces making up the device: admin up, running, operstate up or unknown (lo and many
+// Interfaces that get a device: admin up, running, operstate up or unknown (lo and many
 // virtual devices report "unknown"), with at least one IPv4 or IPv6 address; ifindex order.
 // A non-empty `only` restricts the choice to those names (kept in ifindex order).
 [[nodiscard]] std::vector<Interface> select_device_netdevs(std::span<const Interface> all,
                                                            std::span<const std::string> only = {});
 
-// One PortGids per selected netdev, port numbers 1, 2, ... in ifindex order.
-[[nodiscard]] std::vector<PortGids> build_ports(std::span<const Interface> selected);
+inline constexpr std::string_view kDeviceNamePrefix = "uroce_";
+inline constexpr std::string_view kLegacyDeviceName = "uroce0";  // deprecated: the first device
+
+// "uroce_" + netdev, like rxe_eth0.
+[[nodiscard]] std::string device_name_for(std::string_view netdev);
+
+// One device of the host: its name, its one port (the netdev and its GID table) and the node
+// GUID (the netdev's MAC as EUI-64; a MAC-less netdev: 02:00 + its first IPv4 address).
+struct HostDevice {
+  std::string name;
+  PortGids port;
+  uint64_t node_guid = 0;
+};
+
+// The netdevs of the default routes in /proc/net/route (IPv4) and /proc/net/ipv6_route
+// text, lowest metric first; routes that are down or reject (the IPv6 "unreachable" default
+// on lo) are not default routes.
+[[nodiscard]] std::vector<std::string> parse_ipv4_default_routes(std::string_view proc_net_route);
+[[nodiscard]] std::vector<std::string> parse_ipv6_default_routes(
+    std::string_view proc_net_ipv6_route);
+// This network namespace's default-route netdevs: IPv4 ones, then IPv6 ones, no repeats.
+[[nodiscard]] std::vector<std::string> read_default_route_netdevs();
+
+// The devices of `selected` in list order: the netdevs of `default_route` first (in that
+// order), then the other non-loopback netdevs by ifindex, then loopback.
+[[nodiscard]] std::vector<HostDevice> build_host_devices(
+    std::span<const Interface> selected, std::span<const std::string> default_route);
+
+// The device called `name`; "" and "uroce0" (the deprecated alias) mean the first one.
+[[nodiscard]] const HostDevice* find_host_device(std::span<const HostDevice> devices,
+                                                 std::string_view name);
+// The device one of whose GIDs is `addr` (IPv4 as ::ffff:a.b.c.d).
+[[nodiscard]] const HostDevice* find_device_with_gid(std::span<const HostDevice> devices,
+                                                     const IpAddr& addr);
+// "uroce_eth0, uroce_lo": for error messages.
+[[nodiscard]] std::string device_names(std::span<const HostDevice> devices);
 
 struct GidLocation {
   uint8_t port_num = 0;
@@ -126,8 +167,7 @@ struct GidLocation {
 
 // One line per GID like rdma-core's show_gids:
 // DEV     PORT INDEX GID                                     IPv4            VER DEV
-[[nodiscard]] std::string format_gid_table(std::string_view device_name,
-                                           std::span<const PortGids> ports);
+[[nodiscard]] std::string format_gid_table(std::span<const HostDevice> devices);
 
 // "lo 127.0.0.1 ::1, eth0 192.0.2.2 fd00::2 fe80::fc:ff:fe00:1": for error messages.
 [[nodiscard]] std::string describe_host_addresses(std::span<const Interface> all);

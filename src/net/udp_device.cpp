@@ -160,22 +160,6 @@ device::PortInfo port_info_of(const PortGids& pg, uint32_t active_mtu) {
   return p;
 }
 
-uint64_t node_guid_of(const std::vector<PortGids>& ports) {
-  for (const PortGids& p : ports) {
-    if (p.netdev.mac) return device::node_guid_from_mac(*p.netdev.mac);
-  }
-  // No MAC anywhere (only lo): a locally administered MAC from the first IPv4 address.
-  std::array<uint8_t, 6> mac = {0x02, 0x00, 0x7F, 0x00, 0x00, 0x01};
-  for (const PortGids& p : ports) {
-    if (!p.netdev.ipv4.empty()) {
-      const auto& b = p.netdev.ipv4.front().addr.bytes;
-      mac = {0x02, 0x00, b[12], b[13], b[14], b[15]};
-      break;
-    }
-  }
-  return device::node_guid_from_mac(mac);
-}
-
 struct BindTarget {
   IpAddr addr;
   uint32_t scope_id = 0;
@@ -183,7 +167,7 @@ struct BindTarget {
 
 }  // namespace
 
-NetResult<std::vector<PortGids>> discover_device_ports(const std::vector<std::string>& netdevs) {
+NetResult<std::vector<HostDevice>> discover_host_devices(const std::vector<std::string>& netdevs) {
   auto all = discover_interfaces();
   if (!all) return all.error();
   std::vector<Interface> selected = select_device_netdevs(all.value(), netdevs);
@@ -195,13 +179,43 @@ NetResult<std::vector<PortGids>> discover_device_ports(const std::vector<std::st
                                      : "no netdev among [" + wanted + "] is up with an address") +
                         "; host has: " + describe_host_addresses(all.value())};
   }
-  return build_ports(selected);
+  return build_host_devices(selected, read_default_route_netdevs());
+}
+
+bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options,
+                       std::string& error) {
+  if (env.udp_port) options.udp_port = *env.udp_port;
+  if (!env.netdevs.empty()) options.netdevs = env.netdevs;
+  for (const std::string& text : env.device_addrs) {
+    auto ip = IpAddr::parse(text);
+    if (!ip) {
+      error = "UROCE_DEVICE_ADDR: '" + text + "' is not an IPv4 or IPv6 address";
+      return false;
+    }
+    options.bind.push_back(*ip);
+  }
+  if (env.mtu) options.active_mtu = *env.mtu;
+  if (env.spin_us) options.progress.spin = std::chrono::microseconds(*env.spin_us);
+  return true;
 }
 
 NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOptions& options) {
-  auto discovered = discover_device_ports(options.netdevs);
+  auto discovered = discover_host_devices(options.netdevs);
   if (!discovered) return discovered.error();
-  std::vector<PortGids>& ports = discovered.value();
+  const HostDevice* chosen = find_host_device(discovered.value(), options.name);
+  if (options.name.empty() && !options.bind.empty()) {
+    // No name but addresses to bind: the device those addresses belong to, not the first.
+    if (const HostDevice* d = find_device_with_gid(discovered.value(), options.bind.front())) {
+      chosen = d;
+    }
+  }
+  if (chosen == nullptr) {
+    return NetError{ENODEV, "IB device " + options.name + " not found; uroce provides " +
+                                device_names(discovered.value())};
+  }
+  const std::string name = chosen->name;
+  std::vector<PortGids> ports = {chosen->port};
+  const std::span<const HostDevice> chosen_only(chosen, 1);
 
   if (options.active_mtu != 0 && ib_mtu_enum(options.active_mtu) == 0) {
     return NetError{EINVAL, "active MTU " + mtu_text(options.active_mtu) +
@@ -235,9 +249,8 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     for (const IpAddr& a : options.bind) {
       auto loc = find_gid(ports, a);
       if (!loc) {
-        return NetError{EADDRNOTAVAIL,
-                        "no GID of " + options.name + " has address " + a.to_string() +
-                            "; choose one of: " + format_gid_table(options.name, ports)};
+        return NetError{EADDRNOTAVAIL, "no GID of " + name + " has address " + a.to_string() +
+                                           "; choose one of: " + format_gid_table(chosen_only)};
       }
       targets.push_back(BindTarget{a, loc->entry->scope_id});
     }
@@ -275,13 +288,13 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   }
   if (udp_ports.empty()) {
     return NetError{EADDRNOTAVAIL, "could not bind UDP port " + std::to_string(options.udp_port) +
-                                       " on any address of " + options.name +
+                                       " on any address of " + name +
                                        "; give bind addresses explicitly"};
   }
 
   device::DeviceConfig config;
-  config.name = options.name;
-  config.node_guid = node_guid_of(ports);
+  config.name = name;
+  config.node_guid = chosen->node_guid;
   config.ports = std::move(infos);
   config.progress = options.progress;
   config.engine.limits = options.limits;
@@ -300,7 +313,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.seed = seed;
 
   std::string telemetry_error;
-  config.observer = telemetry::observer_from_env(options.name, &telemetry_error);
+  config.observer = telemetry::observer_from_env(name, &telemetry_error);
   if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
   auto io = std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port);

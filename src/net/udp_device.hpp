@@ -1,14 +1,14 @@
 // The software RDMA device on real UDP: UdpPacketIo adapts UdpPorts to the device's burst
 // I/O interface, and open_udp_device() assembles a whole device::Device from the host.
 //
-//   auto dev = open_udp_device({.netdevs = {"lo"}, .bind = {127.0.0.1}, .udp_port = 4791});
+//   auto dev = open_udp_device({.name = "uroce_lo", .bind = {127.0.0.1}, .udp_port = 4791});
 //   if (!dev) std::cerr << dev.error().message;    // one line a user can act on
 //
-// open_udp_device discovers the netdevs (one port per netdev), builds their rxe-style GID
-// tables, binds one UdpPort per local address (a GID's address) and hands the device the
-// ports' common QPN range. One socket per address is what makes "the GID index decides the
-// source address" work: a UDP socket bound to an address sends from it, with no
-// IP_PKTINFO juggling, and each such socket joins that address's reuseport group with the
+// open_udp_device discovers the host's devices (one per netdev, netdev.hpp), picks the one
+// named, builds its rxe-style GID table, binds one UdpPort per local address (a GID's
+// address) and hands the device the ports' common QPN range. One socket per address is what makes
+// "the GID index decides the source address" work: a UDP socket bound to an address sends from it,
+// with no IP_PKTINFO juggling, and each such socket joins that address's reuseport group with the
 // same QPN slot so datagrams for this device's QPNs are steered to it on every address.
 //
 // UDP port other than 4791 (tests, side-by-side runs): the engine always builds and checks
@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "config/host_options.hpp"
 #include "device/device.hpp"
 #include "device/packet_io.hpp"
 #include "net/ip_addr.hpp"
@@ -59,8 +60,10 @@ class UdpPacketIo final : public device::PacketIo {
 };
 
 struct UdpDeviceOptions {
-  std::string name = "uroce0";
-  std::vector<std::string> netdevs;  // empty: every netdev that is up and has an address
+  // "uroce_<netdev>"; empty or "uroce0" (deprecated alias): the first device in list order,
+  // or, when `bind` is given and the name empty, the device of the first bind address.
+  std::string name;
+  std::vector<std::string> netdevs;  // only these netdevs get devices; empty: every one up
   // Addresses to bind. Empty: every GID address of the chosen netdevs that can be bound
   // (an address the kernel refuses with EADDRNOTAVAIL, like a tentative IPv6 one or a
   // default GID without that link-local address, is left out and its GID gets
@@ -80,9 +83,14 @@ struct UdpDeviceOptions {
 [[nodiscard]] NetResult<std::unique_ptr<device::Device>> open_udp_device(
     const UdpDeviceOptions& options);
 
-// The ports (netdevs and GID tables) open_udp_device would build, without binding anything:
-// for listing devices.
-[[nodiscard]] NetResult<std::vector<PortGids>> discover_device_ports(
+// The devices open_udp_device chooses from, in list order, without binding anything: for
+// listing devices. `netdevs` restricts the set (UROCE_NETDEVS).
+[[nodiscard]] NetResult<std::vector<HostDevice>> discover_host_devices(
     const std::vector<std::string>& netdevs);
+
+// Applies the environment's device options (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_DEVICE_ADDR,
+// UROCE_MTU, UROCE_SPIN_US) to `options`; false with `error` set when one is malformed.
+[[nodiscard]] bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options,
+                                     std::string& error);
 
 }  // namespace uroce::net

@@ -1,5 +1,7 @@
 #include "telemetry/device_telemetry.hpp"
 
+#include "config/host_options.hpp"
+
 #include <time.h>
 
 #include <unistd.h>
@@ -33,8 +35,8 @@ std::vector<uint64_t> published_values(const transport::Counters& c, uint64_t ac
   return v;
 }
 
-// Devices of one process with the same name (tests open two "uroce0") get distinct labels,
-// "uroce0", "uroce0.1", ..., so their segments and Prometheus series never collide.
+// Devices of one process with the same name (tests open two "uroce_lo") get distinct labels,
+// "uroce_lo", "uroce_lo.1", ..., so their segments and Prometheus series never collide.
 std::mutex& labels_mu() {
   static std::mutex mu;
   return mu;
@@ -266,8 +268,12 @@ std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& dev
                                                           std::string* error) {
   TelemetryOptions o;
   o.device = device;
-  const char* stat = std::getenv("UROCE_STAT");
-  o.shm = stat == nullptr || std::string(stat) != "0";
+  std::string bad;
+  o.shm = config::env_flag("UROCE_STAT", true, bad);
+  if (!bad.empty()) {
+    if (error != nullptr) *error = bad;
+    return nullptr;
+  }
   if (const char* m = std::getenv("UROCE_METRICS")) o.metrics = m;
   if (const char* c = std::getenv("UROCE_CAPTURE")) o.capture = c;
   if (!o.shm && o.metrics.empty() && o.capture.empty()) return nullptr;

@@ -11,7 +11,7 @@
 // The engine is read only through Device::counters()/qp_counters()/query_qp() on the
 // publishing thread, every few ms; readers (stat, scrapes) never touch the engine.
 //
-//   auto t = DeviceTelemetry::create({.device = "uroce0", .metrics = "127.0.0.1:9464"}, &err);
+//   auto t = DeviceTelemetry::create({.device = "uroce_eth0", .metrics = "127.0.0.1:9464"}, &err);
 //   device_config.observer = t;
 #pragma once
 
@@ -33,11 +33,13 @@
 namespace uroce::telemetry {
 
 struct TelemetryOptions {
-  std::string device = "uroce0";  // a second device of this name in the process: "uroce0.1"
-  bool shm = true;                // publish for `uroce stat`
-  std::string metrics;            // ADDR:PORT of the Prometheus endpoint; empty: none
-  std::string capture;            // pcap path; empty: none
-  bool measure_rtt = true;        // parse sent/received BTHs for round trips (cheap, per packet)
+  // The device name is the label of its segment and series ("uroce_eth0"); a second device
+  // of this name in the process gets "uroce_eth0.1".
+  std::string device = "uroce_lo";
+  bool shm = true;          // publish for `uroce stat`
+  std::string metrics;      // ADDR:PORT of the Prometheus endpoint; empty: none
+  std::string capture;      // pcap path; empty: none
+  bool measure_rtt = true;  // parse sent/received BTHs for round trips (cheap, per packet)
   std::function<void(const std::string&)> log;  // error-completion lines; empty: stderr
 };
 

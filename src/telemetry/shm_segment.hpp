@@ -1,6 +1,6 @@
 // Writing and reading the shared-memory counters segment (layout: shm_layout.hpp).
 //
-//   auto pub = ShmPublisher::create("uroce0", &error);   // /dev/shm/uroce-<pid>-netns-<n>-uroce0
+//   auto pub = ShmPublisher::create("uroce_eth0", &error);   // /dev/shm/uroce-<pid>-netns-<n>-uroce_eth0
 //   pub->publish(snapshot);                              // progress thread only
 //   for (auto& s : read_segments({.pid = 1234})) ...     // any process of the same user
 //

@@ -238,13 +238,17 @@ TEST_F(UdpPairTest, GidWithoutABoundAddressIsRefused) {
 
 TEST(DeviceListTest, ListsLoWithItsIpv4GidAtIndexOne) {
   const auto devices = Device::list();
-  ASSERT_EQ(devices.size(), 1u);
-  EXPECT_EQ(devices[0].name, "uroce0");
-  const PortInfo* lo = nullptr;
-  for (const PortInfo& p : devices[0].ports) {
-    if (p.netdev == "lo") lo = &p;
+  ASSERT_GE(devices.size(), 1u);
+  // One device per netdev with one port; loopback is the last device.
+  EXPECT_EQ(devices.back().name, "uroce_lo");
+  for (const DeviceInfo& d : devices) {
+    ASSERT_EQ(d.ports.size(), 1u) << d.name;
+    EXPECT_EQ(d.ports[0].port_num, 1) << d.name;
+    EXPECT_EQ(d.name, "uroce_" + d.ports[0].netdev);
   }
-  ASSERT_NE(lo, nullptr);
+  ASSERT_EQ(devices.back().ports[0].netdev, "lo");
+  const PortInfo* lo = &devices.back().ports[0];
+  EXPECT_EQ(Device::list({"lo"}).size(), 1u);
   ASSERT_GE(lo->gids.size(), 2u);
   const Gid v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1};
   EXPECT_EQ(lo->gids[1], v4);
@@ -304,6 +308,34 @@ TEST_F(OpenErrorTest, UnknownNetdev) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().code, ENODEV);
   EXPECT_NE(r.error().message.find("nosuchnetdev0"), std::string::npos);
+}
+
+// Device names: uroce_<netdev>, the deprecated alias uroce0 for the first device, and a
+// name that does not exist, which lists the devices there are.
+TEST_F(OpenErrorTest, DeviceNamesAndTheDeprecatedAlias) {
+  OpenOptions o = loopback_options(port_, registry_.path());
+  for (const char* name : {"", "uroce0", "uroce_lo"}) {
+    o.name = name;
+    auto r = Device::open(o);
+    ASSERT_TRUE(r.is_ok()) << name << ": " << r.error().message;
+    EXPECT_EQ(r.value().name(), "uroce_lo") << name;
+    EXPECT_EQ(r.value().query_device().phys_port_cnt, 1) << name;
+  }
+  o.name = "uroce_eth9";
+  auto r = Device::open(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().code, ENODEV);
+  EXPECT_EQ(r.error().message, "IB device uroce_eth9 not found; uroce provides uroce_lo");
+}
+
+// Without a name, addresses to bind choose their device: 127.0.0.1 opens uroce_lo even where
+// another netdev's device is first in the list.
+TEST_F(OpenErrorTest, BindAddressesChooseTheDevice) {
+  OpenOptions o = loopback_options(port_, registry_.path());
+  o.netdevs.clear();
+  auto r = Device::open(o);
+  ASSERT_TRUE(r.is_ok()) << r.error().message;
+  EXPECT_EQ(r.value().name(), "uroce_lo");
 }
 
 }  // namespace

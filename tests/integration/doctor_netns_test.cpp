@@ -114,8 +114,13 @@ TEST_F(DoctorNetnsTest, HealthyPathPasses) {
   }
   const auto* gid = find_check(j, "gid");
   ASSERT_NE(gid, nullptr);
+  // The advice names the device (one per netdev): index 1 of uroce_<veth> is its IPv4 GID,
+  // and the veth is the first device of the namespace (lo is last).
+  const std::string dev = "uroce_" + va_;
   EXPECT_NE((*gid)["detail"].get<std::string>().find(
-                "to reach the peer use GID index 1 (10.231.0.1 on " + va_ + ")"),
+                "to reach the peer use device " + dev + " GID index 1 (10.231.0.1 on " + va_ +
+                "), e.g. -d " + dev + " -g 1 / -d " + dev +
+                " -x 1 (it is the first device, so -d may be left out)"),
             std::string::npos)
       << (*gid)["detail"];
 }

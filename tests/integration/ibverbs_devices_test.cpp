@@ -19,13 +19,23 @@ class IbverbsDevices : public ::testing::Test {
   ToolEnv env_;
 };
 
-TEST_F(IbverbsDevices, IbvDevicesListsUroce0) {
+// One device per netdev, named like rxe's (uroce_<netdev>), loopback last in the list.
+TEST_F(IbverbsDevices, IbvDevicesListsOneDevicePerNetdevLoopbackLast) {
   if (!have_program("/usr/bin/ibv_devices")) GTEST_SKIP() << "ibverbs-utils not installed";
   Process p({"ibv_devices"}, env_);
   ProcResult r = p.wait(20s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("    device          \t   node GUID"), std::string::npos) << r.output;
-  EXPECT_EQ(count_lines_with(r.output, "    uroce0          \t"), 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "    uroce_lo        \t00007ffffe000001"), 1) << r.output;
+  EXPECT_TRUE(r.output.ends_with("    uroce_lo        \t00007ffffe000001\n")) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "uroce0"), 0) << r.output;
+
+  env_.vars["UROCE_NETDEVS"] = "lo";
+  Process only_lo({"ibv_devices"}, env_);
+  ProcResult lo = only_lo.wait(20s);
+  ASSERT_EQ(lo.exit_code, 0) << lo.output;
+  EXPECT_EQ(count_lines_with(lo.output, "    uroce_"), 1) << lo.output;
+  EXPECT_EQ(count_lines_with(lo.output, "    uroce_lo        \t00007ffffe000001"), 1) << lo.output;
 }
 
 TEST_F(IbverbsDevices, IbvDevinfoVerboseShowsRoceV2Port) {
@@ -35,7 +45,7 @@ TEST_F(IbverbsDevices, IbvDevinfoVerboseShowsRoceV2Port) {
   ProcResult r = p.wait(20s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* line : {
-           "hca_id:\turoce0\n",
+           "hca_id:\turoce_lo\n",
            "\ttransport:\t\t\tInfiniBand (0)\n",
            "\tvendor_id:\t\t\t0xffffff\n",
            "\tphys_port_cnt:\t\t\t1\n",

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """pyverbs (Debian's python3-pyverbs, unmodified) over uroce's libibverbs.so.1.
 
-Run with LD_LIBRARY_PATH pointing at uroce's build/lib. Opens uroce0 twice (two contexts,
+Run with LD_LIBRARY_PATH pointing at uroce's build/lib. Opens uroce_lo twice (two contexts,
 each its own software device with its own QPN range and UDP sockets, like two hosts sharing
 the loopback), registers memory, connects two RC QPs over 127.0.0.1 (GID index 1 on port
 1), then checks byte for byte:
@@ -34,7 +34,7 @@ ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
 
 class Side:
     def __init__(self):
-        self.ctx = Context(name='uroce0')
+        self.ctx = Context(name='uroce_lo')
         self.pd = PD(self.ctx)
         self.mr = MR(self.pd, SIZE, ACCESS)
         self.cq = CQ(self.ctx, 64)
@@ -85,7 +85,7 @@ GRH_BYTES = 40
 
 class UdSide:
     def __init__(self):
-        self.ctx = Context(name='uroce0')
+        self.ctx = Context(name='uroce_lo')
         self.pd = PD(self.ctx)
         self.mr = MR(self.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
         self.cq = CQ(self.ctx, 16)

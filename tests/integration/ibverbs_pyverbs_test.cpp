@@ -1,4 +1,4 @@
-// libibverbs.so.1 drop-in: Debian's pyverbs (python3-pyverbs, unmodified) opens uroce0,
+// libibverbs.so.1 drop-in: Debian's pyverbs (python3-pyverbs, unmodified) opens uroce_lo,
 // registers memory, connects two RC QPs and checks an RDMA WRITE and both atomics byte for
 // byte, then answers a UD request through ibv_create_ah_from_wc (ibverbs_pyverbs.py says
 // how).

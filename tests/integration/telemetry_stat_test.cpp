@@ -279,13 +279,13 @@ TEST_F(TelemetryTest, PrometheusEndpointPassesPromtoolAndIsScraped) {
   ASSERT_EQ(res->status, 200);
   const Counters da = a_->dev.counters();
   const std::string& page = res->body;
-  EXPECT_NE(page.find(fmt::format("uroce_sent_pkts_total{{device=\"uroce0\"}} {}\n",
+  EXPECT_NE(page.find(fmt::format("uroce_sent_pkts_total{{device=\"uroce_lo\"}} {}\n",
                                   da[transport::Counter::kSentPkts])),
             std::string::npos);
-  EXPECT_NE(page.find(fmt::format("uroce_qp_rdma_sends_total{{device=\"uroce0\",qp=\"{}\"}} {}\n",
+  EXPECT_NE(page.find(fmt::format("uroce_qp_rdma_sends_total{{device=\"uroce_lo\",qp=\"{}\"}} {}\n",
                                   qa.qp_num(), kMessages)),
             std::string::npos);
-  EXPECT_NE(page.find(fmt::format("uroce_qp_rtt_seconds_count{{device=\"uroce0\",qp=\"{}\"}}",
+  EXPECT_NE(page.find(fmt::format("uroce_qp_rtt_seconds_count{{device=\"uroce_lo\",qp=\"{}\"}}",
                                   qa.qp_num())),
             std::string::npos);
 
@@ -316,7 +316,8 @@ TEST_F(TelemetryTest, PrometheusEndpointPassesPromtoolAndIsScraped) {
     _exit(127);
   }
   httplib::Client api("127.0.0.1", prom_port);
-  const std::string query = "/api/v1/query?query=uroce_sent_pkts_total%7Bdevice%3D%22uroce0%22%7D";
+  const std::string query =
+      "/api/v1/query?query=uroce_sent_pkts_total%7Bdevice%3D%22uroce_lo%22%7D";
   std::string value;
   for (int i = 0; i < 60 && value.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -406,8 +407,8 @@ TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
   const std::string why =
       "retry_exceeded_err=1 with 0 packets received from 127.0.0.1: peer unreachable or UDP 4791 "
       "blocked — run uroce doctor --peer 127.0.0.1";
-  EXPECT_EQ(logged,
-            fmt::format("uroce: uroce0 QP {}: IBV_WC_RETRY_EXC_ERR (12): {}\n", qa.qp_num(), why));
+  EXPECT_EQ(logged, fmt::format("uroce: uroce_lo QP {}: IBV_WC_RETRY_EXC_ERR (12): {}\n",
+                                qa.qp_num(), why));
 
   auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
                        std::to_string(qa.qp_num()));

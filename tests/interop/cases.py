@@ -8,7 +8,7 @@ LD_LIBRARY_PATH=build/lib).
 import re
 
 GUEST_DEV = "rxe0"
-HOST_DEV = "uroce0"
+HOST_DEV = "uroce_br0"  # one device per netdev, as rxe_<netdev>; port 1
 GID = 1  # rxe-style GID table: index 1 is the IPv4-mapped address on both sides
 
 
@@ -71,7 +71,7 @@ def pingpong_cases(loss=0, only=None):
                 if host_impl == "uroce":
                     ucommon = common.replace(" -q 4", "")
                     # No -g: uroce picks the GID of the address the TCP side channel uses
-                    # (its device spans every netdev, so index 1 is lo's, not br0's).
+                    # (on uroce_br0 that is index 1, the same as -g 1).
                     host = "uroce pingpong %s -d %s -p %d %s -c%s --timeout 60" % (
                         uflags, HOST_DEV, port, ucommon, mtu)
                 else:

@@ -1,5 +1,5 @@
-// libefa.so.1 stand-in: perftest links libefa for its efadv_* extensions (SRD QPs). uroce0
-// is not an EFA device, so every call answers "not supported" (EOPNOTSUPP), as rdma-core's
+// libefa.so.1 stand-in: perftest links libefa for its efadv_* extensions (SRD QPs). A uroce
+// device is not an EFA device, so every call answers "not supported" (EOPNOTSUPP), as rdma-core's
 // libefa does for a non-EFA context.
 #include <infiniband/efadv.h>
 

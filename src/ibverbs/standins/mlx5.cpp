@@ -1,5 +1,5 @@
 // libmlx5.so.1 stand-in: perftest links libmlx5 for its mlx5dv_* extensions (DC, crypto,
-// mkeys, DevX). uroce0 is not an mlx5 device, so every call answers "not supported"
+// mkeys, DevX). A uroce device is not an mlx5 device, so every call answers "not supported"
 // (EOPNOTSUPP), exactly what rdma-core's libmlx5 answers for a non-mlx5 context. Without this
 // library Debian's libmlx5 would load, and it needs libibverbs' provider-private ABI.
 #include <infiniband/mlx5dv.h>

@@ -34,8 +34,8 @@ TEST(DevinfoFormat, MatchesIbvDevinfoLayout) {
   fe80[15] = 1;
   p.gids = {{0, fe80}, {1, v4_gid(192, 0, 2, 2)}};
   const std::vector<DevinfoPort> ports = {p};
-  EXPECT_EQ(format_devinfo("uroce0", d, ports, false),
-            "hca_id:\turoce0\n"
+  EXPECT_EQ(format_devinfo("uroce_lo", d, ports, false),
+            "hca_id:\turoce_lo\n"
             "\ttransport:\t\t\tInfiniBand (0)\n"
             "\tfw_ver:\t\t\t\t0.1.0\n"
             "\tnode_guid:\t\t\t02fc:00ff:fe00:0001\n"
@@ -64,7 +64,7 @@ TEST(DevinfoFormat, VerboseAddsTheLimits) {
   d.max_srq = 0;
   d.device_cap_flags = (1u << 1) | (1u << 12) | (1u << 20);
   d.max_mr_size = 1ull << 40;
-  const std::string text = format_devinfo("uroce0", d, {}, true);
+  const std::string text = format_devinfo("uroce_lo", d, {}, true);
   EXPECT_NE(text.find("\tmax_mr_size:\t\t\t0x10000000000\n"), std::string::npos);
   EXPECT_NE(text.find("\tmax_qp:\t\t\t\t1024\n\tmax_qp_wr:\t\t\t16384\n"), std::string::npos);
   EXPECT_NE(text.find("\tdevice_cap_flags:\t\t0x00101002\n"

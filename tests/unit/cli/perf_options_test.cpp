@@ -67,9 +67,9 @@ TEST(PerfOptions, PerftestFlags) {
   ASSERT_EQ(parse({"send_bw",
                    "host",
                    "-d",
-                   "uroce0",
+                   "uroce_eth0",
                    "-i",
-                   "2",
+                   "1",
                    "-x",
                    "3",
                    "-s",
@@ -99,8 +99,8 @@ TEST(PerfOptions, PerftestFlags) {
                    "--verify"},
                   o),
             "");
-  EXPECT_EQ(o.device, "uroce0");
-  EXPECT_EQ(o.ib_port, 2);
+  EXPECT_EQ(o.device, "uroce_eth0");
+  EXPECT_EQ(o.ib_port, 1);
   EXPECT_EQ(o.gid_index, 3);
   EXPECT_EQ(o.sizes, std::vector<uint64_t>{1024});
   EXPECT_EQ(*o.iters, 100u);
@@ -138,6 +138,9 @@ TEST(PerfOptions, RejectsWhatPerftestRejects) {
       {{"send_lat", "-Q", "10"}, "-Q/--cq-mod only applies to BW tests"},
       {{"write_bw", "-n", "10", "-D", "1"}, "give either -n/--iters or -D/--duration, not both"},
       {{"write_bw", "-n", "2"}, "-n/--iters must be between 5 and 100000000"},
+      {{"write_bw", "-n", "0"}, "-n/--iters must be between 5 and 100000000"},
+      {{"write_bw", "-D", "0"}, "-D/--duration must be more than 0 and at most 3600 seconds"},
+      {{"write_bw", "-D", "3601"}, "-D/--duration must be more than 0 and at most 3600 seconds"},
       {{"write_bw", "-a", "-s", "8"}, "give either -a/--all or -s/--size, not both"},
       {{"write_bw", "-s", "0"}, "-s/--size must be between 1 and 2147483648"},
       {{"atomic_bw", "-s", "16"}, "atomic tests move 8 bytes; drop -s or give -s 8"},
@@ -150,6 +153,21 @@ TEST(PerfOptions, RejectsWhatPerftestRejects) {
   for (const auto& [args, message] : cases) {
     PerfOptions o;
     EXPECT_EQ(parse(args, o), message) << args[0];
+  }
+}
+
+// Numbers with a range fail in the parser with one line naming the range (main.cpp adds
+// the command and where the usage is).
+TEST(PerfOptions, NumbersOutOfRangeNameTheRange) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"write_bw", "-p", "0"}, "--port: Value 0 not in range 1 to 65535"},
+      {{"write_bw", "-p", "70000"}, "--port: Value 70000 not in range 1 to 65535"},
+      {{"write_bw", "-q", "0"}, "--qp: Value 0 not in range 1 to 256"},
+      {{"write_bw", "-x", "1024"}, "--gid-index: Value 1024 not in range 0 to 1023"},
+  };
+  for (const auto& [args, message] : cases) {
+    PerfOptions o;
+    EXPECT_EQ(parse(args, o), message) << args[1] << " " << args[2];
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 DeviceSnapshot snapshot() {
   DeviceSnapshot s;
-  s.device = "uroce0";
+  s.device = "uroce_lo";
   s.pid = 42;
   s.names = {"sent_pkts", "bytes_sent", "drop_bad_qpn", "retransmitted_pkts"};
   s.values = {10, 4096, 3, 2};
@@ -37,25 +37,25 @@ bool has_line(const std::string& text, const std::string& line) {
 TEST(PrometheusTest, CountersDropsAndHistogramLines) {
   const std::string t = render_prometheus({snapshot()}, 1'500'000'000);
   EXPECT_TRUE(has_line(t, "# TYPE uroce_sent_pkts_total counter"));
-  EXPECT_TRUE(has_line(t, "uroce_sent_pkts_total{device=\"uroce0\"} 10"));
-  EXPECT_TRUE(has_line(t, "uroce_qp_sent_pkts_total{device=\"uroce0\",qp=\"17\"} 7"));
-  EXPECT_TRUE(has_line(t, "uroce_sent_bytes_total{device=\"uroce0\"} 4096"));
-  EXPECT_TRUE(has_line(t, "uroce_retransmitted_pkts_total{device=\"uroce0\"} 2"));
-  EXPECT_TRUE(has_line(t, "uroce_rx_drops_total{device=\"uroce0\",reason=\"bad_qpn\"} 3"));
+  EXPECT_TRUE(has_line(t, "uroce_sent_pkts_total{device=\"uroce_lo\"} 10"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_sent_pkts_total{device=\"uroce_lo\",qp=\"17\"} 7"));
+  EXPECT_TRUE(has_line(t, "uroce_sent_bytes_total{device=\"uroce_lo\"} 4096"));
+  EXPECT_TRUE(has_line(t, "uroce_retransmitted_pkts_total{device=\"uroce_lo\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_rx_drops_total{device=\"uroce_lo\",reason=\"bad_qpn\"} 3"));
   EXPECT_EQ(t.find("uroce_drop_bad_qpn"), std::string::npos);
   EXPECT_TRUE(has_line(t, "# TYPE uroce_qp_rtt_seconds histogram"));
   EXPECT_TRUE(
-      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"2e-06\"} 0"));
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce_lo\",qp=\"17\",le=\"2e-06\"} 0"));
   EXPECT_TRUE(
-      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"4e-06\"} 1"));
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce_lo\",qp=\"17\",le=\"4e-06\"} 1"));
   EXPECT_TRUE(
-      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"3.2e-05\"} 2"));
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce_lo\",qp=\"17\",le=\"3.2e-05\"} 2"));
   EXPECT_TRUE(
-      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce0\",qp=\"17\",le=\"+Inf\"} 2"));
-  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_sum{device=\"uroce0\",qp=\"17\"} 3.3e-05"));
-  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_count{device=\"uroce0\",qp=\"17\"} 2"));
-  EXPECT_TRUE(has_line(t, "uroce_qp_state{device=\"uroce0\",qp=\"17\"} 3"));
-  EXPECT_TRUE(has_line(t, "uroce_snapshot_age_seconds{device=\"uroce0\"} 0.5"));
+      has_line(t, "uroce_qp_rtt_seconds_bucket{device=\"uroce_lo\",qp=\"17\",le=\"+Inf\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_sum{device=\"uroce_lo\",qp=\"17\"} 3.3e-05"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_rtt_seconds_count{device=\"uroce_lo\",qp=\"17\"} 2"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_state{device=\"uroce_lo\",qp=\"17\"} 3"));
+  EXPECT_TRUE(has_line(t, "uroce_snapshot_age_seconds{device=\"uroce_lo\"} 0.5"));
 }
 
 TEST(PrometheusTest, PromtoolAcceptsEveryEngineCounter) {

@@ -36,7 +36,7 @@ const std::vector<std::string> kNames = {"sent_pkts", "rcvd_pkts", "retry_exceed
 
 DeviceSnapshot sample() {
   DeviceSnapshot s;
-  s.device = "uroce0";
+  s.device = "uroce_lo";
   s.pid = getpid();
   s.names = kNames;
   s.values = {10, 9, 1};
@@ -57,15 +57,15 @@ DeviceSnapshot sample() {
 
 TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
   std::string error;
-  auto pub = ShmPublisher::create("uroce0", kNames, &error);
+  auto pub = ShmPublisher::create("uroce_lo", kNames, &error);
   ASSERT_NE(pub, nullptr) << error;
   EXPECT_EQ(pub->path(), dir_ + "/uroce-" + std::to_string(getpid()) + "-netns-" +
-                             std::to_string(netns_inode()) + "-uroce0");
+                             std::to_string(netns_inode()) + "-uroce_lo");
   pub->publish(sample());
   auto all = read_segments({});
   ASSERT_EQ(all.size(), 1u);
   const DeviceSnapshot& r = all[0];
-  EXPECT_EQ(r.device, "uroce0");
+  EXPECT_EQ(r.device, "uroce_lo");
   EXPECT_EQ(r.pid, getpid());
   EXPECT_EQ(r.names, kNames);
   EXPECT_EQ(r.values, (std::vector<uint64_t>{10, 9, 1}));
@@ -84,8 +84,8 @@ TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
 }
 
 TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
-  auto a = ShmPublisher::create("uroce0", kNames, nullptr);
-  auto b = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto a = ShmPublisher::create("uroce_lo", kNames, nullptr);
+  auto b = ShmPublisher::create("uroce_lo", kNames, nullptr);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(b->path(), a->path() + ".1");
   EXPECT_EQ(read_segments({}).size(), 2u);
@@ -94,7 +94,7 @@ TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
 TEST_F(ShmTest, SegmentIsRemovedWhenThePublisherGoes) {
   std::string path;
   {
-    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
     ASSERT_NE(pub, nullptr);
     path = pub->path();
     EXPECT_TRUE(std::filesystem::exists(path));
@@ -105,14 +105,14 @@ TEST_F(ShmTest, SegmentIsRemovedWhenThePublisherGoes) {
 TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
   const pid_t child = fork();
   if (child == 0) {
-    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
     pub->publish(sample());
     _exit(pub ? 0 : 1);  // no destructor: the segment stays, like after a SIGKILL
   }
   int st = 0;
   waitpid(child, &st, 0);
   ASSERT_EQ(WEXITSTATUS(st), 0);
-  const std::string path = dir_ + "/" + segment_name(child, netns_inode(), "uroce0");
+  const std::string path = dir_ + "/" + segment_name(child, netns_inode(), "uroce_lo");
   ASSERT_TRUE(std::filesystem::exists(path));
   std::vector<std::string> notes;
   EXPECT_TRUE(read_segments({.pid = child}, &notes).empty());
@@ -130,7 +130,7 @@ TEST(ShmNameTest, NameCarriesPidNamespaceAndDevice) {
 // its segment is removed by our reader once it is gone.
 TEST_F(ShmTest, OtherNetworkNamespacesSegmentsAreNotListed) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  auto ours = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto ours = ShmPublisher::create("uroce_lo", kNames, nullptr);
   ASSERT_NE(ours, nullptr);
   ours->publish(sample());
   int ready[2], done[2];
@@ -141,7 +141,7 @@ TEST_F(ShmTest, OtherNetworkNamespacesSegmentsAreNotListed) {
   if (child == 0) {
     // Exit codes: 1 unshare, 2 publish, 3 it saw something other than itself.
     if (unshare(CLONE_NEWNET) != 0) _exit(1);
-    auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
     if (pub == nullptr) _exit(2);
     DeviceSnapshot s = sample();
     s.pid = getpid();
@@ -182,7 +182,7 @@ TEST_F(ShmTest, OtherNetworkNamespacesSegmentsAreNotListed) {
 }
 
 TEST_F(ShmTest, ReaderNeverSeesATornSnapshot) {
-  auto pub = ShmPublisher::create("uroce0", kNames, nullptr);
+  auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
   ASSERT_NE(pub, nullptr);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
