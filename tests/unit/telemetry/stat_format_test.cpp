@@ -21,7 +21,7 @@ using telemetry::QpSnapshot;
 
 DeviceSnapshot snapshot(std::vector<uint64_t> device, std::vector<uint64_t> qp) {
   DeviceSnapshot s;
-  s.device = "uroce0";
+  s.device = "uroce_eth0";
   s.pid = 4242;
   s.published_unix_ns = 1000000000;
   s.names = {"sent_pkts", "rcvd_pkts", "icrc_errors", "retransmitted_pkts", "acks_rcvd"};
@@ -42,17 +42,17 @@ TEST(StatFormatTest, ZeroCountersAreHiddenUnlessAll) {
   StatView view;
   view.program = "ib_write_bw";
   EXPECT_EQ(format_stat_text(s, view),
-            "link uroce0/1 pid 4242 (ib_write_bw)\n"
+            "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
             "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n"
-            "link uroce0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
+            "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
             "rtt -\n"
             "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n");
   view.all = true;
   EXPECT_EQ(format_stat_text(s, view),
-            "link uroce0/1 pid 4242 (ib_write_bw)\n"
+            "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
             "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
             "    acks_rcvd 20\n"
-            "link uroce0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
+            "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
             "rtt -\n"
             "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
             "    acks_rcvd 20\n");
@@ -63,14 +63,14 @@ TEST(StatFormatTest, AllZeroIsSaidAndAnUnknownProgramIsLeftOut) {
   StatView view;
   view.qpn = 17;  // a single QP shows every counter, as before
   EXPECT_EQ(format_stat_text(s, view),
-            "link uroce0/1 pid 4242 qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 rtt -\n"
+            "link uroce_eth0/1 pid 4242 qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 rtt -\n"
             "    sent_pkts 0 rcvd_pkts 0 icrc_errors 0 retransmitted_pkts 0\n"
             "    acks_rcvd 0\n");
   view.qpn.reset();
   EXPECT_EQ(format_stat_text(s, view),
-            "link uroce0/1 pid 4242\n"
+            "link uroce_eth0/1 pid 4242\n"
             "    (all counters 0)\n"
-            "link uroce0/1 pid 4242 qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 rtt -\n"
+            "link uroce_eth0/1 pid 4242 qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 rtt -\n"
             "    (all counters 0)\n");
 }
 
@@ -83,10 +83,10 @@ TEST(StatFormatTest, WatchShowsPerSecondRatesOfWhatMoved) {
   view.previous = &before;
   view.interval_s = 0.5;
   EXPECT_EQ(format_stat_text(now, view),
-            "link uroce0/1 pid 4242 (uroce perf)\n"
+            "link uroce_eth0/1 pid 4242 (uroce perf)\n"
             "    sent_pkts 1020 (+2000/s) rcvd_pkts 520 (+1000/s) retransmitted_pkts 3 (+6/s) "
             "acks_rcvd 20\n"
-            "link uroce0/1 pid 4242 (uroce perf) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
+            "link uroce_eth0/1 pid 4242 (uroce perf) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
             "rtt -\n"
             "    sent_pkts 1020 (+2000/s) rcvd_pkts 520 (+1000/s) retransmitted_pkts 3 (+6/s) "
             "acks_rcvd 20\n");
