@@ -13,6 +13,7 @@
 #include "cli/oob_socket.hpp"
 #include "cli/perf_context.hpp"
 #include "cli/perf_options.hpp"
+#include "cli/perf_perftest.hpp"
 #include "cli/perf_report.hpp"
 #include "cli/perf_run.hpp"
 #include "cli/verbs_setup.hpp"
@@ -37,6 +38,8 @@ int failure(const std::string& message) {
   fmt::print(stderr, "{}: {}\n", kCommand, message);
   return kExitFailure;
 }
+
+}  // namespace
 
 // The setup the client proposes (its QPs are added once they exist).
 PerfSetup make_setup(const PerfOptions& o, uint32_t mtu) {
@@ -121,6 +124,8 @@ void print_banner(const PerfOptions& o, const PerfSetup& s, const PerfContext& c
   std::fflush(stdout);
 }
 
+namespace {
+
 nlohmann::json json_summary(const PerfOptions& o, const PerfSetup& s, const PerfContext& ctx,
                             const nlohmann::json& results, bool ok, uint64_t checked,
                             const std::string& error) {
@@ -155,6 +160,9 @@ int run_client(PerfOptions& o) {
   if (!dev) return failure(error);
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(kConnectWait), error);
   if (!sock) return failure(error);
+  const auto peer = greet_as_client(*sock, error);
+  if (!peer) return failure(error);
+  if (!peer->uroce) return run_perftest_client(o, std::move(dev), *sock, *peer);
   const auto gid = choose_gid(*dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return failure(error);
   device::PortAttr port;
@@ -255,6 +263,9 @@ int run_server(PerfOptions& o) {
   if (!dev) return failure(error);
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);
+  const auto peer = greet_as_server(*sock, error);
+  if (!peer) return failure(error);
+  if (!peer->uroce) return run_perftest_server(o, std::move(dev), *sock, *peer);
   std::string line;
   if (!sock->recv_line(line, deadline_after(60))) return failure("the client sent no setup");
   PerfSetup setup;
