@@ -213,9 +213,9 @@ class Session {
   }
 
   // --- key exchanges ----------------------------------------------------------------------
-  std::optional<Keys> exchange_keys(int q) {
+  std::optional<Keys> exchange_keys(int q, double wait = kReplyWait) {
     perftest::KeyMsg theirs{};
-    if (!xchg(perftest::encode_keys(mine_[static_cast<size_t>(q)]), theirs, "its QP keys")) {
+    if (!xchg(perftest::encode_keys(mine_[static_cast<size_t>(q)]), theirs, "its QP keys", wait)) {
       return std::nullopt;
     }
     auto k = perftest::decode_keys(theirs);
@@ -267,8 +267,8 @@ class Session {
   }
 
   // Loop 2 and the barriers: the peer repeats its QP `q`.
-  bool keys_same(int q) {
-    const auto k = exchange_keys(q);
+  bool keys_same(int q, double wait = kReplyWait) {
+    const auto k = exchange_keys(q, wait);
     if (!k) return false;
     if (k->qpn == peer_[static_cast<size_t>(q)].qpn) return true;
     if (known_index(k->qpn) < 0) {
@@ -319,6 +319,14 @@ class Session {
       await_peer_message(*ctx_, sock_.fd(), std::nullopt, expect_len, w);
       unexpected = w.receives;
       if (!w.cq_error.empty()) return fail(w.cq_error);
+      if (w.flushed) {
+        // The responder moves the QP to the error state when it refuses an access.
+        return fail(
+            fmt::format("this side refused an RDMA access of the {} (its messages are "
+                        "larger than this side's -s {}, or it runs another test than "
+                        "{}): run the same test and -s on both sides",
+                        peer_name(), o_.sizes.back(), perf_test_name(o_.test)));
+      }
       if (w.closed) {
         return fail(
             fmt::format("the {} closed the connection during its run (see its output; "
@@ -335,9 +343,9 @@ class Session {
     return keys_same(0);
   }
 
-  void close_connection() {
+  void close_connection(double wait = kReplyWait) {
     // ctx_close_connection: K1, then "done" (never read by anyone).
-    if (!keys_same(0)) return;
+    if (!keys_same(0, wait)) return;
     static constexpr std::array<char, perftest::kDoneSize> kDone = {'d', 'o', 'n', 'e', '\0'};
     (void)sock_.send_all(kDone);
   }
@@ -359,9 +367,9 @@ class Session {
       if (out.error.find("remote access error") != std::string::npos ||
           out.error.find("remote invalid request") != std::string::npos) {
         out.error += fmt::format(
-            " (the {}'s buffers are smaller than {} bytes: give both sides "
-            "the same -s)",
-            peer_name(), size);
+            " (the {}'s buffers are smaller than {} bytes, or it runs "
+            "another test than {}: run the same test and -s on both sides)",
+            peer_name(), size, perf_test_name(o_.test));
       } else if (out.error.find("no completion for") != std::string::npos) {
         out.error += fmt::format(" (or the {} runs another test than {})", peer_name(),
                                  perf_test_name(o_.test));
@@ -506,9 +514,10 @@ class Session {
       bool early = false;
       perftest_send_bw_server(*ctx_, sock_.fd(), size, o_.report_gbits, out, early);
       if (!out.ok) {
-        // Complete the exchange when the client is waiting for it, so it ends cleanly.
-        if (early) close_connection();
         fail(out.error);
+        // Complete the exchange when the client is waiting for it, so it ends cleanly (a
+        // client of another test may send something else: do not wait long for it).
+        if (early) close_connection(1);
         return;
       }
       report(out);

@@ -22,6 +22,8 @@ using transport::WcStatus;
 // Without progress for this long the peer is gone or runs something else.
 constexpr auto kStall = std::chrono::seconds(10);
 constexpr auto kSocketCheck = std::chrono::milliseconds(1);
+// How long the first ping-pong message may take before we look for it elsewhere.
+constexpr auto kSizeCheck = std::chrono::milliseconds(500);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -98,6 +100,7 @@ class PingPong {
             next_cq_check = t + ns(kSocketCheck);
             if (!reap()) return;
           }
+          if (rcnt == 1 && t > deadline - ns(kStall) + ns(kSizeCheck) && wrong_size()) return;
           if (t > deadline) {
             fail(out_, fmt::format("no RDMA WRITE {} from the peer for {} s: both sides must run "
                                    "write_lat with the same -s (this side: {})",
@@ -142,6 +145,22 @@ class PingPong {
   }
 
  private:
+  // Waiting for the first message: a peer with another -s writes its sequence byte elsewhere
+  // in our (still zeroed) region. Reports that and returns true.
+  bool wrong_size() {
+    const uint8_t* region = ctx_.slot(0, 0);
+    const uint64_t span = ctx_.setup().slot_size;
+    for (uint64_t i = span; i-- > 0;) {
+      if (i == size_ - 1) continue;
+      if (std::atomic_ref<const uint8_t>(region[i]).load(std::memory_order_relaxed) == 0) continue;
+      fail(out_, fmt::format("the peer's RDMA WRITEs {} {}, this side's -s is {}: give "
+                             "both sides the same -s",
+                             i > size_ - 1 ? "reach byte" : "end at byte", i + 1, size_));
+      return true;
+    }
+    return false;
+  }
+
   bool post(const transport::SendWr& wr) {
     if (const auto st = ctx_.dev().post_send(ctx_.qpn(0), wr); !st) {
       fail(out_, fmt::format("couldn't post send: {}", st.message()));
@@ -162,7 +181,7 @@ class PingPong {
     for (int i = 0; i < n; ++i) {
       const Wc& wc = wcs[static_cast<size_t>(i)];
       if (wc.status != WcStatus::kSuccess) {
-        fail(out_, wc_error(wc) + hint(wc.status));
+        fail(out_, wc_error(wc));
         return false;
       }
       if (wc.opcode != WcOpcode::kRecv) {
@@ -189,16 +208,6 @@ class PingPong {
       }
     }
     return true;
-  }
-
-  [[nodiscard]] std::string hint(WcStatus s) const {
-    if (s == WcStatus::kRemInvReqErr || s == WcStatus::kRemAccessErr) {
-      return fmt::format(
-          " (the peer's buffers are smaller than {} bytes: give both sides the "
-          "same -s)",
-          size_);
-    }
-    return {};
   }
 
   bool await_sends() {
@@ -261,7 +270,11 @@ void await_peer_message(PerfContext& ctx, int fd, Deadline deadline, uint64_t ex
     for (int i = 0; i < n; ++i) {
       const Wc& wc = wcs[static_cast<size_t>(i)];
       if (wc.status != WcStatus::kSuccess) {
-        if (wait.cq_error.empty()) wait.cq_error = wc_error(wc);
+        if (wc.status == WcStatus::kWrFlushErr) {
+          wait.flushed = true;
+        } else if (wait.cq_error.empty()) {
+          wait.cq_error = wc_error(wc);
+        }
         continue;
       }
       if (wc.opcode != WcOpcode::kRecv) continue;
@@ -351,7 +364,11 @@ void perftest_send_bw_server(PerfContext& ctx, int fd, uint64_t size, bool gbits
   out.sent = per_qp;
   out.bw = compute_bw(size, samples, gbits);
   out.bw.iterations = received;
-  if (early && received < expected && out.ok) {
+  if (early && received == 0 && out.ok) {
+    fail(out,
+         "the client finished its run without a single SEND: it runs another test than "
+         "send_bw (write_bw, read_bw or atomic_bw?)");
+  } else if (early && received < expected && out.ok) {
     fail(out, fmt::format("the client finished after {} SENDs per QP, this server expects {} "
                           "(-n): give both sides the same -n",
                           received / static_cast<uint64_t>(s.num_qps), s.iters));

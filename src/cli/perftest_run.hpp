@@ -36,7 +36,8 @@ struct PeerWait {
   uint64_t receives = 0;    // SENDs that arrived in our receives (re-posted)
   uint64_t bad_length = 0;  // of which had a length other than `expect_len` (0: no check)
   uint32_t last_len = 0;
-  std::string cq_error;  // a completion with error
+  bool flushed = false;  // our receives were flushed: the QP went to the error state
+  std::string cq_error;  // another completion with error
 };
 
 // Polls the socket (`fd`) and the CQ until the peer's next message is readable, the

@@ -1,0 +1,306 @@
+// `uroce perf` against Debian's unmodified perftest (4.5, "6.06") over our libibverbs.so.1
+// drop-in, on 127.0.0.1 (perftest with -x 1, GID ::ffff:127.0.0.1): every one of the eight
+// tests with perftest as the server and `uroce perf` as the client, and the reverse. Each run
+// must end with exit 0 on both sides and print the results table with a row of the exact
+// size and iteration count and a nonzero bandwidth or latency. Where perftest's server prints
+// the report its client sent (write/read/atomic BW), both sides' rows are byte-identical.
+//
+// The mismatch cases check that a combination that cannot work ends at once with one line
+// naming both values, on the uroce side, and that both processes exit quickly.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "ibverbs_test_util.hpp"
+
+namespace uroce::ibtest {
+namespace {
+
+std::string uroce_bin() {
+  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+}
+
+// The drop-in reads UROCE_PORT, the CLI UROCE_UDP_PORT: one private port for both.
+ToolEnv interop_env() {
+  ToolEnv env;
+  env.vars["UROCE_NETDEVS"] = "lo";
+  env.vars["UROCE_UDP_PORT"] = env.vars["UROCE_PORT"];
+  return env;
+}
+
+// Result rows of perftest's tables: " 65536      200   ..." (BW) or " 2       100   ..." (lat).
+std::vector<std::vector<std::string>> result_rows(const std::string& out) {
+  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+.*$)");
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!std::regex_match(line, kRow)) continue;
+    std::istringstream f(line);
+    std::vector<std::string> cols;
+    std::string c;
+    while (f >> c) cols.push_back(c);
+    rows.push_back(cols);
+  }
+  return rows;
+}
+
+std::vector<std::string> result_lines(const std::string& out) {
+  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+.*$)");
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, kRow)) lines.push_back(line);
+  }
+  return lines;
+}
+
+struct InteropCase {
+  std::string test;  // uroce perf name; perftest is ib_<test>
+  bool perftest_server;
+  std::vector<std::string> args;  // given to both sides
+  uint64_t size;
+  uint64_t iterations;  // the #iterations column (perftest: iters x QPs for BW)
+  std::string name;
+};
+
+bool is_bw(const std::string& test) {
+  return test.ends_with("_bw");
+}
+
+// Which sides print a row: every BW side, and both sides of write_lat and send_lat; the
+// server of read_lat / atomic_lat prints none (perftest's does not either).
+bool server_prints(const std::string& test) {
+  return is_bw(test) || test == "write_lat" || test == "send_lat";
+}
+
+void expect_row(const std::string& who, const std::string& out, const InteropCase& c) {
+  const auto rows = result_rows(out);
+  ASSERT_EQ(rows.size(), 1u) << who << ":\n" << out;
+  const auto& r = rows[0];
+  EXPECT_EQ(r[0], std::to_string(c.size)) << who << ":\n" << out;
+  EXPECT_EQ(r[1], std::to_string(c.iterations)) << who << ":\n" << out;
+  // BW: column 3 is the average; latency: column 5 is t_typical (columns 2..8 are times).
+  const double value = std::stod(r[is_bw(c.test) ? 3 : 4]);
+  EXPECT_GT(value, 0.0) << who << ":\n" << out;
+}
+
+class CliPerftestInterop : public ::testing::TestWithParam<InteropCase> {};
+
+TEST_P(CliPerftestInterop, BothSidesCompleteAndReport) {
+  const InteropCase& c = GetParam();
+  ASSERT_TRUE(have_program(lib_dir() + "/libibverbs.so.1")) << "build uroce_ibverbs first";
+  const std::string program = "/usr/bin/ib_" + c.test;
+  if (!have_program(program)) GTEST_SKIP() << program << " not installed (perftest)";
+  const ToolEnv env = interop_env();
+  const uint16_t tcp = free_port(SOCK_STREAM);
+  std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp)};
+  std::vector<std::string> uroce = {uroce_bin(),         "perf",      c.test, "-p",
+                                    std::to_string(tcp), "--timeout", "120"};
+  perftest.insert(perftest.end(), c.args.begin(), c.args.end());
+  uroce.insert(uroce.end(), c.args.begin(), c.args.end());
+  auto& client = c.perftest_server ? uroce : perftest;
+  client.push_back("127.0.0.1");
+  auto [s, cl] = c.perftest_server ? run_pair(perftest, uroce, env, tcp, 150s)
+                                   : run_pair(uroce, perftest, env, tcp, 150s);
+  ASSERT_FALSE(cl.timed_out) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_EQ(s.exit_code, 0) << s.output << "\n--- client:\n" << cl.output;
+  const std::string& uroce_out = c.perftest_server ? cl.output : s.output;
+  const std::string& perftest_out = c.perftest_server ? s.output : cl.output;
+  // Our side prints perftest's banner and table.
+  EXPECT_EQ(count_lines_with(uroce_out, " Link type       : Ethernet"), 1) << uroce_out;
+  EXPECT_EQ(count_lines_with(uroce_out, " remote address: LID 0000 QPN 0x"),
+            count_lines_with(perftest_out, " local address: LID 0000 QPN 0x"))
+      << uroce_out << "\n---\n"
+      << perftest_out;
+  expect_row("client", cl.output, c);
+  if (server_prints(c.test)) {
+    expect_row("server", s.output, c);
+  } else {
+    EXPECT_EQ(result_rows(s.output).size(), 0u) << s.output;
+  }
+  if (c.test == "write_bw" || c.test == "read_bw" || c.test == "atomic_bw") {
+    // The server prints the report its client sent over the exchange.
+    EXPECT_EQ(result_lines(s.output), result_lines(cl.output)) << s.output << "\n---\n"
+                                                               << cl.output;
+  }
+}
+
+std::vector<InteropCase> all_cases() {
+  const std::vector<std::string> kBw = {"-n", "200"};
+  const std::vector<std::string> kLat = {"-n", "100"};
+  std::vector<InteropCase> out;
+  for (const bool perftest_server : {true, false}) {
+    const char* dir = perftest_server ? "perftest_server" : "uroce_server";
+    auto add = [&](std::string test, std::vector<std::string> args, uint64_t size, uint64_t it) {
+      std::string name = test + "_" + dir + "_" + std::to_string(out.size());
+      out.push_back({test, perftest_server, args, size, it, name});
+    };
+    add("write_bw", kBw, 65536, 200);
+    add("read_bw", kBw, 65536, 200);
+    add("send_bw", kBw, 65536, 200);
+    add("atomic_bw", kBw, 8, 200);
+    add("write_lat", kLat, 2, 100);
+    add("read_lat", kLat, 2, 100);
+    add("send_lat", kLat, 2, 100);
+    add("atomic_lat", kLat, 8, 100);
+    // Several QPs, other sizes and perftest's atomic variant.
+    add("write_bw", {"-q", "3", "-s", "4096", "-n", "100"}, 4096, 300);
+    add("send_bw", {"-q", "2", "-s", "1024", "-n", "100"}, 1024, 200);
+    add("atomic_bw", {"-A", "CMP_AND_SWAP", "-n", "100"}, 8, 100);
+    add("write_lat", {"-s", "64", "-n", "100"}, 64, 100);
+    add("send_lat", {"-s", "300", "-n", "100"}, 300, 100);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Debian, CliPerftestInterop, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<InteropCase>& i) {
+                           return i.param.name;
+                         });
+
+// -a: the uroce client sweeps 2 B .. 8 MiB (23 rows); perftest's write_bw server prints the
+// last report its client sent.
+TEST(CliPerftestInteropSweep, WriteBwAllSizesAgainstPerftestServer) {
+  if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
+  const ToolEnv env = interop_env();
+  const uint16_t tcp = free_port(SOCK_STREAM);
+  auto [s, cl] =
+      run_pair({"/usr/bin/ib_write_bw", "-x", "1", "-p", std::to_string(tcp), "-a", "-n", "5"},
+               {uroce_bin(), "perf", "write_bw", "127.0.0.1", "-p", std::to_string(tcp), "-a", "-n",
+                "5", "--timeout", "120"},
+               env, tcp, 150s);
+  ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const auto rows = result_rows(cl.output);
+  ASSERT_EQ(rows.size(), 23u) << cl.output;
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i][0], std::to_string(2ull << i));
+  EXPECT_EQ(result_lines(s.output), std::vector<std::string>{result_lines(cl.output).back()})
+      << s.output;
+}
+
+struct MismatchCase {
+  std::vector<std::string> server;  // "ib_..." or "perf ..." (host and port are added)
+  std::vector<std::string> client;
+  std::string error;  // the uroce side's one line, exactly
+  int perftest_exit;  // 0: perftest completed; 1: it failed (any non-zero); -1: either
+  const char* name;
+};
+
+class CliPerftestMismatch : public ::testing::TestWithParam<MismatchCase> {};
+
+std::vector<std::string> command(const std::vector<std::string>& spec, uint16_t tcp, bool client) {
+  std::vector<std::string> argv;
+  if (spec[0].starts_with("ib_")) {
+    argv = {"/usr/bin/" + spec[0], "-x", "1"};
+  } else {
+    argv = {uroce_bin(), "perf"};
+    argv.push_back(spec[0].substr(5));
+  }
+  argv.insert(argv.end(), spec.begin() + 1, spec.end());
+  argv.push_back("-p");
+  argv.push_back(std::to_string(tcp));
+  if (client) argv.push_back("127.0.0.1");
+  return argv;
+}
+
+TEST_P(CliPerftestMismatch, UroceSaysWhyAndBothExitQuickly) {
+  const MismatchCase& c = GetParam();
+  if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
+  const ToolEnv env = interop_env();
+  const uint16_t tcp = free_port(SOCK_STREAM);
+  const auto start = Clock::now();
+  auto [s, cl] =
+      run_pair(command(c.server, tcp, false), command(c.client, tcp, true), env, tcp, 20s);
+  const auto elapsed = Clock::now() - start;
+  ASSERT_FALSE(cl.timed_out) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_FALSE(s.timed_out) << s.output;
+  // perftest's sleep(1) before its first message plus a moment.
+  EXPECT_LT(elapsed, 6s) << cl.output << "\n--- server:\n" << s.output;
+  const bool uroce_server = c.server[0].starts_with("perf");
+  const ProcResult& u = uroce_server ? s : cl;
+  const ProcResult& p = uroce_server ? cl : s;
+  EXPECT_EQ(u.exit_code, 1) << u.output;
+  std::vector<std::string> lines;
+  std::istringstream in(u.output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("uroce perf:")) lines.push_back(line);
+  }
+  EXPECT_EQ(lines, std::vector<std::string>{"uroce perf: " + c.error}) << u.output;
+  if (c.perftest_exit == 0) {
+    EXPECT_EQ(p.exit_code, 0) << p.output;
+  } else if (c.perftest_exit == 1) {
+    EXPECT_GT(p.exit_code, 0) << p.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Debian, CliPerftestMismatch,
+    ::testing::Values(
+        MismatchCase{{"ib_write_bw"},
+                     {"perf write_bw", "--verify"},
+                     "--verify needs uroce perf on both sides; the peer is perftest 6.06 server: "
+                     "drop --verify",
+                     1,
+                     "verify_against_perftest_server"},
+        MismatchCase{{"perf write_bw", "-q", "2"},
+                     {"ib_write_bw"},
+                     "the perftest 6.06 client has 1 QP (-q 1), this side 2 (-q 2): give both "
+                     "sides the same -q",
+                     1,
+                     "fewer_qps_on_perftest_client"},
+        MismatchCase{{"ib_write_bw", "-q", "2"},
+                     {"perf write_bw"},
+                     "the perftest 6.06 server has more QPs than this side's 1 (-q 1): give both "
+                     "sides the same -q",
+                     1,
+                     "more_qps_on_perftest_server"},
+        MismatchCase{{"perf read_bw"},
+                     {"ib_write_bw"},
+                     "the perftest 6.06 client runs a write or send test (it allows 1 "
+                     "outstanding reads), this side runs read_bw: run the same test on both sides",
+                     1,
+                     "write_client_read_server"},
+        MismatchCase{{"ib_read_bw"},
+                     {"perf write_bw"},
+                     "the perftest 6.06 server runs a READ or atomic test (it allows 128 "
+                     "outstanding reads), this side runs write_bw: run the same test on both "
+                     "sides",
+                     1,
+                     "read_server_write_client"},
+        MismatchCase{{"perf write_bw", "-s", "4096"},
+                     {"ib_write_bw", "-s", "1024", "-n", "100"},
+                     "the perftest 6.06 client ran 1024-byte messages, this server -s 4096: give "
+                     "both sides the same -s",
+                     0,
+                     "write_bw_size_reported_by_client"},
+        MismatchCase{{"perf write_bw", "-n", "300"},
+                     {"ib_write_bw", "-n", "100"},
+                     "the perftest 6.06 client ran 100 iterations, this server expects 300 (-n "
+                     "300 x 1 QPs): give both sides the same -n",
+                     0,
+                     "write_bw_iterations_reported_by_client"},
+        MismatchCase{{"perf send_bw", "-s", "4096"},
+                     {"ib_send_bw", "-s", "1024", "-n", "100"},
+                     "the client sends 1024-byte messages, this server runs -s 4096: give both "
+                     "sides the same -s",
+                     0,
+                     "send_bw_size_seen_by_receiver"},
+        MismatchCase{{"perf send_bw", "-n", "200"},
+                     {"ib_send_bw", "-n", "100"},
+                     "the client finished after 100 SENDs per QP, this server expects 200 (-n): "
+                     "give both sides the same -n",
+                     0,
+                     "send_bw_fewer_iterations"},
+        MismatchCase{{"perf write_bw"},
+                     {"ib_send_bw", "-n", "100"},
+                     "the perftest 6.06 client sends SENDs: it runs send_bw or send_lat, this "
+                     "side runs write_bw",
+                     -1,
+                     "send_client_write_server"}),
+    [](const ::testing::TestParamInfo<MismatchCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace uroce::ibtest
