@@ -1,7 +1,9 @@
 // `uroce perf <test> [host]`: perftest's ib_{write,read,send,atomic}_{bw,lat} for uroce.
-// Without a host it is the server: it waits on TCP port 18515 (-p), takes the test's
-// parameters from the client (only the test name must match), and answers. Output is
-// perftest's banner and table (perf_report.hpp), or one JSON object with --json.
+// Without a host it is the server: it waits on TCP port 18515 (-p). Both sides open with
+// perftest's version message (perf_perftest.hpp): against a uroce peer the server then takes
+// the test's parameters from the client (only the test name must match) and answers; against
+// perftest each side uses its own (perf_perftest.cpp). Output is perftest's banner and table
+// (perf_report.hpp), or one JSON object with --json.
 #include <fmt/format.h>
 
 #include <cstdio>
