@@ -5,10 +5,14 @@
 // size and iteration count and a nonzero bandwidth or latency. Where perftest's server prints
 // the report its client sent (write/read/atomic BW), both sides' rows are byte-identical.
 //
+// Two network namespaces joined by a veth pair (root only) run perftest in one and
+// `uroce perf` in the other across a real L2 link with a 1500-byte MTU.
+//
 // The mismatch cases check that a combination that cannot work ends at once with one line
 // naming both values, on the uroce side, and that both processes exit quickly.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <regex>
 
 #include "ibverbs_test_util.hpp"
@@ -179,6 +183,124 @@ TEST(CliPerftestInteropSweep, WriteBwAllSizesAgainstPerftestServer) {
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i][0], std::to_string(2ull << i));
   EXPECT_EQ(result_lines(s.output), std::vector<std::string>{result_lines(cl.output).back()})
       << s.output;
+}
+
+// --- two network namespaces ----------------------------------------------------------------
+
+int sh(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
+// Like tcp_listening(), but in the network namespace of process `pid`.
+bool listening_in(pid_t pid, uint16_t port) {
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* file : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, state;
+      f >> sl >> local >> remote >> state;
+      if (state == "0A" && local.ends_with(want)) return true;
+    }
+  }
+  return false;
+}
+
+class CliPerftestNetns : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+    if (sh("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
+    const int id = getpid() % 100000;
+    ns_a_ = "urpt-a-" + std::to_string(id);
+    ns_b_ = "urpt-b-" + std::to_string(id);
+    veth_a_ = "urpa" + std::to_string(id);
+    veth_b_ = "urpb" + std::to_string(id);
+    const std::string net = "10.78." + std::to_string(id % 250) + ".";
+    addr_a_ = net + "1";
+    addr_b_ = net + "2";
+    created_ = true;
+    for (const std::string& cmd :
+         {"ip netns add " + ns_a_, "ip netns add " + ns_b_,
+          "ip link add " + veth_a_ + " type veth peer name " + veth_b_,
+          "ip link set " + veth_a_ + " netns " + ns_a_,
+          "ip link set " + veth_b_ + " netns " + ns_b_,
+          "ip -n " + ns_a_ + " addr add " + addr_a_ + "/24 dev " + veth_a_,
+          "ip -n " + ns_b_ + " addr add " + addr_b_ + "/24 dev " + veth_b_,
+          "ip -n " + ns_a_ + " link set " + veth_a_ + " up",
+          "ip -n " + ns_b_ + " link set " + veth_b_ + " up", "ip -n " + ns_a_ + " link set lo up",
+          "ip -n " + ns_b_ + " link set lo up"}) {
+      ASSERT_EQ(sh(cmd), 0) << cmd;
+    }
+    // Both sides on one private UDP port (the namespaces have separate port spaces, but
+    // uroce's shared-port registry lives in /tmp).
+    const std::string udp = std::to_string(30000 + id % 5000);
+    env_.vars["UROCE_PORT"] = udp;
+    env_.vars["UROCE_UDP_PORT"] = udp;
+    uroce_env_ = env_;
+    env_.vars["UROCE_NETDEVS"] = veth_b_;  // perftest (namespace B) over the veth only
+    uroce_env_.vars["UROCE_NETDEVS"] = veth_a_;
+  }
+  void TearDown() override {
+    if (!created_) return;
+    sh("ip netns del " + ns_a_);
+    sh("ip netns del " + ns_b_);
+  }
+
+  std::vector<std::string> in(const std::string& ns, std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+    return argv;
+  }
+
+  // Server in its namespace, then the client once the server listens.
+  std::pair<ProcResult, ProcResult> pair(const std::vector<std::string>& server,
+                                         const std::vector<std::string>& client, uint16_t tcp) {
+    auto env_of = [&](const std::vector<std::string>& argv) {
+      return argv[4].ends_with("/uroce") ? uroce_env_ : env_;
+    };
+    Process srv(server, env_of(server));
+    const auto deadline = Clock::now() + 15s;
+    while (!listening_in(srv.pid(), tcp) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    Process cli(client, env_of(client));
+    ProcResult c = cli.wait(120s);
+    ProcResult s = srv.wait(c.timed_out ? 1s : 10s);
+    return {s, c};
+  }
+
+  ToolEnv env_;        // perftest over the drop-in
+  ToolEnv uroce_env_;  // uroce perf
+  bool created_ = false;
+  std::string ns_a_, ns_b_, veth_a_, veth_b_, addr_a_, addr_b_;
+};
+
+TEST_F(CliPerftestNetns, PerftestServerUroceClientWriteBw) {
+  const uint16_t tcp = 18515;  // each namespace has its own TCP ports
+  auto [s, cl] = pair(
+      in(ns_b_, {"/usr/bin/ib_write_bw", "-x", "1", "-n", "200"}),
+      in(ns_a_, {uroce_bin(), "perf", "write_bw", addr_b_, "-n", "200", "--timeout", "100"}), tcp);
+  ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const InteropCase c{"write_bw", true, {}, 65536, 200, ""};
+  expect_row("client", cl.output, c);
+  EXPECT_EQ(result_lines(s.output), result_lines(cl.output)) << s.output;
+  // The path MTU both agreed on: the veth's 1500 bytes leave 1024 for RoCE.
+  EXPECT_EQ(count_lines_with(cl.output, " Mtu             : 1024[B]"), 1) << cl.output;
+}
+
+TEST_F(CliPerftestNetns, UroceServerPerftestClientSendLat) {
+  const uint16_t tcp = 18515;
+  auto [s, cl] = pair(in(ns_a_, {uroce_bin(), "perf", "send_lat", "-n", "100", "--timeout", "100"}),
+                      in(ns_b_, {"/usr/bin/ib_send_lat", "-x", "1", "-n", "100", addr_a_}), tcp);
+  ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const InteropCase c{"send_lat", false, {}, 2, 100, ""};
+  expect_row("client", cl.output, c);
+  expect_row("server", s.output, c);
 }
 
 struct MismatchCase {
