@@ -355,7 +355,7 @@ class Session {
   // message of the next size may already be in our region.
   bool run_one(uint64_t size, PerfOutcome& out) {
     if (shape_ == Shape::kWriteLat || shape_ == Shape::kSendLat) {
-      perftest_pingpong(*ctx_, o_.test, size, server_, out);
+      perftest_pingpong(*ctx_, o_.test, size, server_, size == o_.sizes.front(), out);
     } else {
       run_client_size(*ctx_, sock_, o_.test, size, o_.report_gbits, out);
       // perftest reports the messages of all QPs.

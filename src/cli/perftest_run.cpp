@@ -74,8 +74,13 @@ LatResult pingpong_latency(uint64_t size, const std::vector<int64_t>& posted) {
 
 class PingPong {
  public:
-  PingPong(PerfContext& ctx, uint64_t size, bool server, PerfOutcome& out)
-      : ctx_(ctx), size_(size), server_(server), out_(out), iters_(ctx.setup().iters) {
+  PingPong(PerfContext& ctx, uint64_t size, bool server, bool first_size, PerfOutcome& out)
+      : ctx_(ctx),
+        size_(size),
+        server_(server),
+        first_size_(first_size),
+        out_(out),
+        iters_(ctx.setup().iters) {
     posted_.reserve(iters_);
   }
 
@@ -101,7 +106,9 @@ class PingPong {
             next_cq_check = t + ns(kSocketCheck);
             if (!reap()) return;
           }
-          if (rcnt == 1 && t > deadline - ns(kStall) + ns(kSizeCheck) && wrong_size()) return;
+          if (first_size_ && rcnt == 1 && t > deadline - ns(kStall) + ns(kSizeCheck) &&
+              wrong_size())
+            return;
           if (t > deadline) {
             fail(out_, fmt::format("no RDMA WRITE {} from the peer for {} s: both sides must run "
                                    "write_lat with the same -s (this side: {})",
@@ -242,6 +249,7 @@ class PingPong {
   PerfContext& ctx_;
   uint64_t size_;
   bool server_;
+  bool first_size_;
   bool write_ = false;
   PerfOutcome& out_;
   uint64_t iters_;
@@ -252,9 +260,9 @@ class PingPong {
 
 }  // namespace
 
-void perftest_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, bool server,
+void perftest_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, bool server, bool first_size,
                        PerfOutcome& out) {
-  PingPong p(ctx, size, server, out);
+  PingPong p(ctx, size, server, first_size, out);
   if (test.verb == PerfVerb::kWrite) {
     p.run_write();
   } else {

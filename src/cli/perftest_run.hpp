@@ -26,7 +26,9 @@
 namespace uroce::cli {
 
 // write_lat / send_lat with perftest's ordering and timing. `server` is our role.
-void perftest_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, bool server,
+// `first_size`: nothing has written into our region yet, so a byte the peer wrote where we
+// do not expect it proves a different -s (later sizes of -a find the earlier ones' bytes).
+void perftest_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, bool server, bool first_size,
                        PerfOutcome& out);
 
 // What a side that waits on TCP saw on its QPs meanwhile.

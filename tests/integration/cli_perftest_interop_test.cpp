@@ -165,25 +165,51 @@ INSTANTIATE_TEST_SUITE_P(Debian, CliPerftestInterop, ::testing::ValuesIn(all_cas
                            return i.param.name;
                          });
 
-// -a: the uroce client sweeps 2 B .. 8 MiB (23 rows); perftest's write_bw server prints the
-// last report its client sent.
-TEST(CliPerftestInteropSweep, WriteBwAllSizesAgainstPerftestServer) {
-  if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
+// -a: both sides sweep 2 B .. 8 MiB (23 rows). perftest's write_bw server prints only the
+// last report its client sent; the other tests print a row per size on both sides.
+struct SweepCase {
+  std::string test;
+  bool perftest_server;
+  const char* name;
+};
+
+class CliPerftestSweep : public ::testing::TestWithParam<SweepCase> {};
+
+TEST_P(CliPerftestSweep, AllSizes) {
+  const SweepCase& c = GetParam();
+  const std::string program = "/usr/bin/ib_" + c.test;
+  if (!have_program(program)) GTEST_SKIP() << program << " not installed (perftest)";
   const ToolEnv env = interop_env();
   const uint16_t tcp = free_port(SOCK_STREAM);
-  auto [s, cl] =
-      run_pair({"/usr/bin/ib_write_bw", "-x", "1", "-p", std::to_string(tcp), "-a", "-n", "5"},
-               {uroce_bin(), "perf", "write_bw", "127.0.0.1", "-p", std::to_string(tcp), "-a", "-n",
-                "5", "--timeout", "120"},
-               env, tcp, 150s);
+  std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp),
+                                       "-a",    "-n", "5"};
+  std::vector<std::string> uroce = {uroce_bin(), "perf", c.test, "-p",        std::to_string(tcp),
+                                    "-a",        "-n",   "5",    "--timeout", "300"};
+  (c.perftest_server ? uroce : perftest).push_back("127.0.0.1");
+  // perftest calibrates its CPU clock for every size of a latency sweep: minutes on two
+  // busy cores.
+  auto [s, cl] = c.perftest_server ? run_pair(perftest, uroce, env, tcp, 400s)
+                                   : run_pair(uroce, perftest, env, tcp, 400s);
   ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
   ASSERT_EQ(s.exit_code, 0) << s.output;
   const auto rows = result_rows(cl.output);
   ASSERT_EQ(rows.size(), 23u) << cl.output;
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i][0], std::to_string(2ull << i));
-  EXPECT_EQ(result_lines(s.output), std::vector<std::string>{result_lines(cl.output).back()})
-      << s.output;
+  if (c.test == "write_bw") {
+    EXPECT_EQ(result_lines(s.output), std::vector<std::string>{result_lines(cl.output).back()})
+        << s.output;
+  } else {
+    EXPECT_EQ(result_rows(s.output).size(), 23u) << s.output;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Debian, CliPerftestSweep,
+    ::testing::Values(SweepCase{"write_bw", true, "write_bw_perftest_server"},
+                      SweepCase{"send_bw", false, "send_bw_uroce_server"},
+                      SweepCase{"write_lat", true, "write_lat_perftest_server"},
+                      SweepCase{"send_lat", false, "send_lat_uroce_server"}),
+    [](const ::testing::TestParamInfo<SweepCase>& i) { return std::string(i.param.name); });
 
 // --- two network namespaces ----------------------------------------------------------------
 
@@ -398,6 +424,13 @@ INSTANTIATE_TEST_SUITE_P(
                      "both sides the same -s",
                      0,
                      "write_bw_size_reported_by_client"},
+        MismatchCase{{"perf write_bw", "-s", "4096"},
+                     {"ib_write_bw", "-s", "65536", "-n", "100"},
+                     "this side refused an RDMA access of the perftest 6.06 client (its messages "
+                     "are larger than this side's -s 4096, or it runs another test than "
+                     "write_bw): run the same test and -s on both sides",
+                     1,
+                     "write_bw_client_larger_than_server_buffer"},
         MismatchCase{{"perf write_bw", "-n", "300"},
                      {"ib_write_bw", "-n", "100"},
                      "the perftest 6.06 client ran 100 iterations, this server expects 300 (-n "
