@@ -356,7 +356,9 @@ int run_perf(PerfOptions& o) {
 Subcommand add_perf_command(CLI::App& app) {
   auto options = std::make_shared<PerfOptions>();
   CLI::App* sub = app.add_subcommand(
-      "perf", "perftest-style benchmarks: uroce perf TEST [HOST] (server without HOST)");
+      "perf",
+      "perftest-style benchmarks: uroce perf TEST [HOST] (server without HOST); either side "
+      "may be Debian's perftest (ib_write_bw ...)");
   add_perf_options(*sub, *options);
   return Subcommand{sub, [options] { return run_perf(*options); }};
 }

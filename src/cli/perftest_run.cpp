@@ -86,7 +86,7 @@ class PingPong {
 
   void run_write() {
     write_ = true;
-    const volatile uint8_t* poll_byte = ctx_.slot(0, 0) + size_ - 1;
+    const uint8_t* poll_byte = ctx_.slot(0, 0) + size_ - 1;
     uint8_t* src = ctx_.aux(0);
     const Sge sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(size_), ctx_.lkey()};
     uint64_t scnt = 0, ccnt = 0, rcnt = 0;
@@ -98,8 +98,7 @@ class PingPong {
         const auto want = static_cast<uint8_t>(rcnt);
         const int64_t deadline = now_ns() + ns(kStall);
         int64_t next_cq_check = now_ns() + ns(kSocketCheck);
-        while (std::atomic_ref<const uint8_t>(*const_cast<const uint8_t*>(poll_byte))
-                   .load(std::memory_order_acquire) != want) {
+        while (std::atomic_ref<const uint8_t>(*poll_byte).load(std::memory_order_acquire) != want) {
           if (!ctx_.dev().progress()) std::this_thread::yield();
           const int64_t t = now_ns();
           if (t > next_cq_check) {
