@@ -25,6 +25,7 @@ constexpr auto kStall = std::chrono::seconds(10);
 constexpr auto kSocketCheck = std::chrono::milliseconds(1);
 // How long the first ping-pong message may take before we look for it elsewhere.
 constexpr auto kSizeCheck = std::chrono::milliseconds(500);
+constexpr auto kSizeRescan = std::chrono::milliseconds(200);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -98,6 +99,7 @@ class PingPong {
         const auto want = static_cast<uint8_t>(rcnt);
         const int64_t deadline = now_ns() + ns(kStall);
         int64_t next_cq_check = now_ns() + ns(kSocketCheck);
+        int64_t next_size_scan = 0;
         while (std::atomic_ref<const uint8_t>(*poll_byte).load(std::memory_order_acquire) != want) {
           if (!ctx_.dev().progress()) std::this_thread::yield();
           const int64_t t = now_ns();
@@ -106,8 +108,10 @@ class PingPong {
             if (!reap()) return;
           }
           if (first_size_ && rcnt == 1 && t > deadline - ns(kStall) + ns(kSizeCheck) &&
-              wrong_size())
-            return;
+              t >= next_size_scan) {
+            next_size_scan = t + ns(kSizeRescan);
+            if (wrong_size()) return;
+          }
           if (t > deadline) {
             fail(out_, fmt::format("no RDMA WRITE {} from the peer for {} s: both sides must run "
                                    "write_lat with the same -s (this side: {})",
@@ -154,15 +158,23 @@ class PingPong {
  private:
   // Waiting for the first message: a peer with another -s writes its sequence byte elsewhere
   // in our (still zeroed) region. Reports that and returns true.
+  // A byte beyond our size proves it at once (a peer of our size writes exactly `size_`
+  // bytes); a byte before our sequence byte may be a message of our size still landing, so it
+  // counts only when it is still alone on the next scan.
   bool wrong_size() {
     const uint8_t* region = ctx_.slot(0, 0);
     const uint64_t span = ctx_.setup().slot_size;
     for (uint64_t i = span; i-- > 0;) {
       if (i == size_ - 1) continue;
       if (std::atomic_ref<const uint8_t>(region[i]).load(std::memory_order_relaxed) == 0) continue;
+      const bool beyond = i > size_ - 1;
+      if (!beyond && !short_seen_) {
+        short_seen_ = true;
+        return false;
+      }
       fail(out_, fmt::format("the peer's RDMA WRITEs {} {}, this side's -s is {}: give "
                              "both sides the same -s",
-                             i > size_ - 1 ? "reach byte" : "end at byte", i + 1, size_));
+                             beyond ? "reach byte" : "end at byte", i + 1, size_));
       return true;
     }
     return false;
@@ -250,6 +262,7 @@ class PingPong {
   bool server_;
   bool first_size_;
   bool write_ = false;
+  bool short_seen_ = false;  // wrong_size() found a byte before ours once
   PerfOutcome& out_;
   uint64_t iters_;
   uint64_t pending_sends_ = 0;

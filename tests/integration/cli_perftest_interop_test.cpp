@@ -69,6 +69,11 @@ struct InteropCase {
   std::string name;
 };
 
+// gtest prints the case by name, not as bytes.
+void PrintTo(const InteropCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 bool is_bw(const std::string& test) {
   return test.ends_with("_bw");
 }
@@ -172,6 +177,10 @@ struct SweepCase {
   bool perftest_server;
   const char* name;
 };
+
+void PrintTo(const SweepCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class CliPerftestSweep : public ::testing::TestWithParam<SweepCase> {};
 
@@ -337,6 +346,10 @@ struct MismatchCase {
   const char* name;
 };
 
+void PrintTo(const MismatchCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class CliPerftestMismatch : public ::testing::TestWithParam<MismatchCase> {};
 
 std::vector<std::string> command(const std::vector<std::string>& spec, uint16_t tcp, bool client) {
@@ -365,8 +378,8 @@ TEST_P(CliPerftestMismatch, UroceSaysWhyAndBothExitQuickly) {
   const auto elapsed = Clock::now() - start;
   ASSERT_FALSE(cl.timed_out) << cl.output << "\n--- server:\n" << s.output;
   ASSERT_FALSE(s.timed_out) << s.output;
-  // perftest's sleep(1) before its first message plus a moment.
-  EXPECT_LT(elapsed, 6s) << cl.output << "\n--- server:\n" << s.output;
+  // perftest's sleep(1) before its first message, plus slack for loaded (sanitizer) runs.
+  EXPECT_LT(elapsed, 8s) << cl.output << "\n--- server:\n" << s.output;
   const bool uroce_server = c.server[0].starts_with("perf");
   const ProcResult& u = uroce_server ? s : cl;
   const ProcResult& p = uroce_server ? cl : s;
