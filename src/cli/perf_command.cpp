@@ -1,7 +1,9 @@
 // `uroce perf <test> [host]`: perftest's ib_{write,read,send,atomic}_{bw,lat} for uroce.
-// Without a host it is the server: it waits on TCP port 18515 (-p), takes the test's
-// parameters from the client (only the test name must match), and answers. Output is
-// perftest's banner and table (perf_report.hpp), or one JSON object with --json.
+// Without a host it is the server: it waits on TCP port 18515 (-p). Both sides open with
+// perftest's version message (perf_perftest.hpp): against a uroce peer the server then takes
+// the test's parameters from the client (only the test name must match) and answers; against
+// perftest each side uses its own (perf_perftest.cpp). Output is perftest's banner and table
+// (perf_report.hpp), or one JSON object with --json.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "cli/oob_socket.hpp"
 #include "cli/perf_context.hpp"
 #include "cli/perf_options.hpp"
+#include "cli/perf_perftest.hpp"
 #include "cli/perf_report.hpp"
 #include "cli/perf_run.hpp"
 #include "cli/verbs_setup.hpp"
@@ -37,6 +40,8 @@ int failure(const std::string& message) {
   fmt::print(stderr, "{}: {}\n", kCommand, message);
   return kExitFailure;
 }
+
+}  // namespace
 
 // The setup the client proposes (its QPs are added once they exist).
 PerfSetup make_setup(const PerfOptions& o, uint32_t mtu) {
@@ -120,6 +125,8 @@ void print_banner(const PerfOptions& o, const PerfSetup& s, const PerfContext& c
   std::fflush(stdout);
 }
 
+namespace {
+
 nlohmann::json json_summary(const PerfOptions& o, const PerfSetup& s, const PerfContext& ctx,
                             const nlohmann::json& results, bool ok, uint64_t checked,
                             const std::string& error) {
@@ -154,6 +161,9 @@ int run_client(PerfOptions& o) {
   if (!sock) return failure(error);
   auto dev = open_cli_device(o.device, sock->local_address(), error);
   if (!dev) return failure(error);
+  const auto peer = greet_as_client(*sock, error);
+  if (!peer) return failure(error);
+  if (!peer->uroce) return run_perftest_client(o, std::move(dev), *sock, *peer);
   const auto gid = choose_gid(*dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return failure(error);
   device::PortAttr port;
@@ -254,6 +264,9 @@ int run_server(PerfOptions& o) {
   if (!sock) return failure(error);
   auto dev = open_cli_device(o.device, sock->local_address(), error);
   if (!dev) return failure(error);
+  const auto peer = greet_as_server(*sock, error);
+  if (!peer) return failure(error);
+  if (!peer->uroce) return run_perftest_server(o, std::move(dev), *sock, *peer);
   std::string line;
   if (!sock->recv_line(line, deadline_after(60))) return failure("the client sent no setup");
   PerfSetup setup;
@@ -342,7 +355,9 @@ int run_perf(PerfOptions& o) {
 Subcommand add_perf_command(CLI::App& app) {
   auto options = std::make_shared<PerfOptions>();
   CLI::App* sub = app.add_subcommand(
-      "perf", "perftest-style benchmarks: uroce perf TEST [HOST] (server without HOST)");
+      "perf",
+      "perftest-style benchmarks: uroce perf TEST [HOST] (server without HOST); either side "
+      "may be Debian's perftest (ib_write_bw ...)");
   add_perf_options(*sub, *options);
   return Subcommand{sub, [options] { return run_perf(*options); }};
 }

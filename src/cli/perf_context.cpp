@@ -122,7 +122,8 @@ std::vector<PerfQpInfo> PerfContext::local_info() const {
   return out;
 }
 
-bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& error) {
+bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& error,
+                          std::optional<uint8_t> rd_atomic_override) {
   if (remote.size() != qpns_.size()) {
     error = fmt::format("the peer has {} QPs, we have {}", remote.size(), qpns_.size());
     return false;
@@ -130,8 +131,8 @@ bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& er
   remote_ = remote;
   const transport::QpType type = qp_type_of(setup_.conn);
   const auto mtu = mtu_from_bytes(setup_.mtu);
-  const uint8_t rd_atomic =
-      static_cast<uint8_t>(std::min<int>(kMaxRdAtomic, dev_->query_device().max_qp_init_rd_atom));
+  const uint8_t rd_atomic = rd_atomic_override.value_or(
+      static_cast<uint8_t>(std::min<int>(kMaxRdAtomic, dev_->query_device().max_qp_init_rd_atom)));
   for (size_t q = 0; q < qpns_.size(); ++q) {
     ConnectParams p;
     p.type = type;

@@ -27,8 +27,10 @@ class PerfContext {
 
   // Our QPs as the peer needs them.
   [[nodiscard]] std::vector<PerfQpInfo> local_info() const;
-  // INIT -> RTR -> RTS towards the peer's QPs (and address handles for UD).
-  [[nodiscard]] bool connect(const std::vector<PerfQpInfo>& remote, std::string& error);
+  // INIT -> RTR -> RTS towards the peer's QPs (and address handles for UD). `rd_atomic`
+  // overrides the outstanding READ/atomic depth (a perftest peer announces its own).
+  [[nodiscard]] bool connect(const std::vector<PerfQpInfo>& remote, std::string& error,
+                             std::optional<uint8_t> rd_atomic = std::nullopt);
 
   [[nodiscard]] device::Device& dev() { return *dev_; }
   [[nodiscard]] const device::Device& dev() const { return *dev_; }

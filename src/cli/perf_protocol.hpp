@@ -1,4 +1,6 @@
-// What two `uroce perf` processes say over the TCP side channel (one JSON object per line):
+// What two `uroce perf` processes say over the TCP side channel (one JSON object per line),
+// after the 16-byte greeting both exchange first (perftest's version message with our marker,
+// perftest_wire.hpp):
 //
 //   client -> server  PerfSetup (the test, its parameters and the client's QPs)
 //   server -> client  {"ok":true,"qps":[...]} or {"ok":false,"error":"..."}
