@@ -103,8 +103,13 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
   return done;
 }
 
-void UdpPacketIo::wait(Nanos timeout, bool want_write) {
+void UdpPacketIo::maintain() {
   for (auto& p : ports_) p->maintain();
+}
+
+// No maintain() here: wait() runs outside the device's I/O lock, while an application
+// thread may be in rx_burst on the same ports (UdpPort is not thread-safe).
+void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   std::array<pollfd, 65> fds{};
   size_t n = 0;
   fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
