@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -296,11 +297,14 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.qpn_base = range.base;
   config.engine.qpn_count = std::min(range.count, options.limits.max_qp);
   uint64_t seed = options.seed;
-  if (seed == 0) {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    seed = (static_cast<uint64_t>(ts.tv_nsec) << 20) ^ static_cast<uint64_t>(ts.tv_sec) ^
-           (static_cast<uint64_t>(getpid()) << 40);
+  // 0: 64 bits from the kernel's CSPRNG; the keys' round keys come from this seed, so it
+  // must not be guessable from the time and the pid (docs/robustness.md "R_Keys").
+  while (seed == 0) {
+    if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      seed = static_cast<uint64_t>(ts.tv_nsec) << 20 ^ static_cast<uint64_t>(getpid());
+    }
   }
   config.engine.seed = seed;
 
