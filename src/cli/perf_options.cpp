@@ -143,10 +143,15 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
 std::string finish_perf_options(PerfOptions& o) {
   const auto test = parse_perf_test(o.test_name);
   if (!test) {
+    // The name is echoed: control characters (a newline) would break the one-line error.
+    std::string shown = o.test_name;
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = '?';
+    }
     return fmt::format(
         "unknown test '{}'; choose write_bw, read_bw, send_bw, atomic_bw, "
         "write_lat, read_lat, send_lat or atomic_lat",
-        o.test_name);
+        shown);
   }
   o.test = *test;
   const bool bw = o.test.kind == PerfKind::kBandwidth;

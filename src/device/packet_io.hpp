@@ -4,13 +4,19 @@
 //   rx_burst(out)   fills out[0..n) without blocking, returns n
 //   tx_burst(pkts)  sends pkts in order, returns how many were consumed; fewer than
 //                   pkts.size() is backpressure: wait(..., want_write) and retry the rest
-//   wait(timeout)   sleeps until readable (or writable if asked), wake(), or timeout
+//   maintain()      housekeeping that touches the same state as rx_burst (e.g. repairing a
+//                   shared UDP port's group); the device calls it with the I/O lock held,
+//                   just before wait(), so it never races an application-driven rx_burst
+//   wait(timeout)   sleeps until readable (or writable if asked), wake(), or timeout; it
+//                   runs WITHOUT the I/O lock and must touch only what wake() may touch
 //   wake()          interrupts wait() from any thread; a wake with nobody waiting makes the
 //                   next wait() return at once (it is sticky, like an eventfd)
 //
 // Packets are RoCE v2 UDP payloads (BTH .. ICRC) with a transport::PacketMeta saying where
-// they come from / go to. Only the progress thread calls rx_burst/tx_burst/wait (the device
-// serialises them); wake() and can_send_from() are called from application threads.
+// they come from / go to. rx_burst/tx_burst/maintain run under the device's I/O lock, from
+// the progress thread or (ProgressOptions::app_calls_drive) an application thread; wait()
+// runs only on the progress thread, outside that lock; wake() and can_send_from() are called
+// from any thread.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +45,7 @@ class PacketIo {
 
   virtual size_t rx_burst(std::span<RxPacket> out) = 0;
   virtual size_t tx_burst(std::span<const transport::TxSlot> pkts) = 0;
+  virtual void maintain() {}
   virtual void wait(Nanos timeout, bool want_write) = 0;  // negative timeout: no limit
   virtual void wake() = 0;
 

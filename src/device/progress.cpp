@@ -156,6 +156,12 @@ void Device::progress_loop() {
       if (config_.observer) config_.observer->on_idle(now(), *this);
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
+      {
+        // Under io_mu_: an application thread's progress() may be in rx_burst on the same
+        // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
+        std::lock_guard io(io_mu_);
+        io_->maintain();
+      }
       io_->wait(timeout, want_write);
     }
     sleeping_.store(false);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,8 +104,13 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
   return done;
 }
 
-void UdpPacketIo::wait(Nanos timeout, bool want_write) {
+void UdpPacketIo::maintain() {
   for (auto& p : ports_) p->maintain();
+}
+
+// No maintain() here: wait() runs outside the device's I/O lock, while an application
+// thread may be in rx_burst on the same ports (UdpPort is not thread-safe).
+void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   std::array<pollfd, 65> fds{};
   size_t n = 0;
   fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
@@ -304,11 +310,14 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.qpn_base = range.base;
   config.engine.qpn_count = std::min(range.count, options.limits.max_qp);
   uint64_t seed = options.seed;
-  if (seed == 0) {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    seed = (static_cast<uint64_t>(ts.tv_nsec) << 20) ^ static_cast<uint64_t>(ts.tv_sec) ^
-           (static_cast<uint64_t>(getpid()) << 40);
+  // 0: 64 bits from the kernel's CSPRNG; the keys' round keys come from this seed, so it
+  // must not be guessable from the time and the pid (docs/robustness.md "R_Keys").
+  while (seed == 0) {
+    if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      seed = static_cast<uint64_t>(ts.tv_nsec) << 20 ^ static_cast<uint64_t>(getpid());
+    }
   }
   config.engine.seed = seed;
 

@@ -25,7 +25,48 @@ MemoryTable::MemoryTable(const DeviceLimits& limits, uint64_t seed)
       index_bits_(
           static_cast<uint32_t>(std::bit_width(limits.max_mr > 1 ? limits.max_mr - 1 : 1u))),
       mrs_(limits.max_mr),
-      pd_refs_(limits.max_pd, kPdFree) {}
+      pd_refs_(limits.max_pd, kPdFree) {
+  for (uint32_t& k : round_keys_) k = static_cast<uint32_t>(rng_.next());
+}
+
+namespace {
+
+uint32_t feistel_round(uint32_t half, uint32_t key) {
+  uint32_t x = (half ^ key) * 0x45D9F3Bu;
+  x ^= x >> 16;
+  x *= 0x45D9F3Bu;
+  x ^= x >> 16;
+  return x & 0xFFFF;
+}
+
+}  // namespace
+
+uint32_t MemoryTable::encrypt(uint32_t plain) const {
+  uint32_t l = plain >> 16;
+  uint32_t r = plain & 0xFFFF;
+  for (uint32_t k : round_keys_) {
+    const uint32_t next = l ^ feistel_round(r, k);
+    l = r;
+    r = next;
+  }
+  return l << 16 | r;
+}
+
+uint32_t MemoryTable::decrypt(uint32_t key) const {
+  uint32_t l = key >> 16;
+  uint32_t r = key & 0xFFFF;
+  for (size_t i = round_keys_.size(); i-- > 0;) {
+    const uint32_t prev = r ^ feistel_round(l, round_keys_[i]);
+    r = l;
+    l = prev;
+  }
+  return l << 16 | r;
+}
+
+uint32_t MemoryTable::slot_of(uint32_t key) const {
+  const uint32_t plain = decrypt(key);
+  return index_bits_ >= 32 ? plain : plain & ((1u << index_bits_) - 1);
+}
 
 Result<PdId> MemoryTable::alloc_pd() {
   for (uint32_t i = 0; i < pd_refs_.size(); ++i) {
@@ -85,22 +126,25 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   while (mrs_[idx].valid) idx = (idx + 1) % static_cast<uint32_t>(mrs_.size());
   next_mr_ = (idx + 1) % static_cast<uint32_t>(mrs_.size());
 
-  const uint32_t random_mask = index_bits_ >= 32 ? 0 : ~0u << index_bits_;
   Mr& mr = mrs_[idx];
   mr.valid = true;
   mr.pd = pd;
   mr.addr = base;
   mr.length = length;
   mr.access = access;
-  mr.lkey = (static_cast<uint32_t>(rng_.next()) & random_mask) | idx;
-  mr.rkey = (static_cast<uint32_t>(rng_.next()) & random_mask) | idx;
+  // Two generations per registration: lkey even, rkey odd, so they never coincide.
+  const uint32_t gen = mr.generation;
+  mr.generation = gen + 2;
+  const auto plain = [&](uint32_t g) { return index_bits_ >= 32 ? idx : g << index_bits_ | idx; };
+  mr.lkey = encrypt(plain(gen));
+  mr.rkey = encrypt(plain(gen + 1));
   ++mr_count_;
   pd_ref(pd, +1);
   return MrInfo{mr.lkey, mr.rkey, mr.addr, mr.length, mr.access};
 }
 
 const Mr* MemoryTable::lookup(uint32_t key) const {
-  const uint32_t idx = index_bits_ >= 32 ? key : key & ((1u << index_bits_) - 1);
+  const uint32_t idx = slot_of(key);
   if (idx >= mrs_.size() || !mrs_[idx].valid) return nullptr;
   return &mrs_[idx];
 }
@@ -109,9 +153,9 @@ Status MemoryTable::dereg_mr(uint32_t lkey) {
   const Mr* found = lookup(lkey);
   if (found == nullptr || found->lkey != lkey)
     return Status(EINVAL, "dereg_mr: no MR with this lkey");
-  Mr& mr = mrs_[lkey & ((1u << index_bits_) - 1)];
+  Mr& mr = mrs_[slot_of(lkey)];
   pd_ref(mr.pd, -1);
-  mr = Mr{};
+  mr = Mr{.generation = mr.generation};
   --mr_count_;
   return Status::ok();
 }

@@ -4,11 +4,17 @@
 // only code that touches registered memory for local SGEs. Remote access never reaches
 // memory outside an MR of the QP's PD registered with the right rights (IBTA 10.6, C9-88..).
 //
-// Keys: low `index_bits` bits are the MR's table index, the rest are random bits drawn from
-// the engine's seeded SplitMix64 at registration (lkey and rkey get different bits), so a
-// key cannot be guessed from another and a stale key of a re-used slot does not match.
+// Keys (docs/robustness.md "R_Keys"): a key is a secret 32-bit permutation (a 4-round
+// Feistel network, round keys from the engine's seeded SplitMix64) of
+//   plain = generation << index_bits | MR table index
+// where the generation counts the slot's registrations (lkey even, rkey odd). So keys look
+// random over all 32 bits (a guess hits one given MR with probability 2^-32, whatever the
+// attacker knows of the slot order), lookup stays O(1) (decrypt, index, compare), and a slot's
+// key repeats only after 2^(31 - index_bits) re-registrations of that slot. It is not a
+// cryptographic guarantee: with many known keys the small permutation could be attacked.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -36,6 +42,7 @@ struct Mr {
   uint32_t access = 0;
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  uint32_t generation = 0;  // registrations of this slot so far (kept across dereg)
 };
 
 class MemoryTable {
@@ -73,10 +80,14 @@ class MemoryTable {
 
  private:
   [[nodiscard]] const Mr* lookup(uint32_t key) const;
+  [[nodiscard]] uint32_t encrypt(uint32_t plain) const;
+  [[nodiscard]] uint32_t decrypt(uint32_t key) const;
+  [[nodiscard]] uint32_t slot_of(uint32_t key) const;
 
   DeviceLimits limits_;
   SplitMix64 rng_;
   uint32_t index_bits_;
+  std::array<uint32_t, 4> round_keys_{};
   std::vector<Mr> mrs_;
   std::vector<uint32_t> pd_refs_;  // UINT32_MAX: slot free
   uint32_t mr_count_ = 0;

@@ -193,3 +193,125 @@ TEST_F(NetnsTest, NetdevMtuTooSmallForRoceIsRefusedWithTheFix) {
 
 }  // namespace
 }  // namespace uroce::itest
+
+namespace uroce::itest {
+namespace {
+
+// The link cut mid-transfer: an nftables rule in B's namespace drops every datagram to the
+// RoCE port. The requester retries retry_cnt times, then the head WR completes with
+// RETRY_EXC_ERR within timeout * (retry_cnt + 1) plus one timeout and a margin, every other
+// WR is flushed, nothing hangs. With the rule gone and the peer restarted, the QP is reset
+// and connected again and a WRITE gets through with exact data.
+TEST_F(NetnsTest, LinkCutMidTransferGivesRetryExceededAndFlushThenRecovers) {
+  if (run("nft --version") != 0) GTEST_SKIP() << "nftables (nft) not installed";
+  const uint16_t port = pick_udp_port();
+  OpenOptions o;
+  o.netdevs = {veth_a_};
+  o.bind = {addr_a_};
+  o.udp_port = port;
+  o.registry_dir = registry_.path();
+  auto opened = Device::open(o);
+  ASSERT_TRUE(opened.is_ok()) << opened.error().message;
+  local_ = std::make_unique<Side>(std::move(opened.value()), 4 * kMiB);
+  peer_ = std::make_unique<Child>(std::vector<std::string>{
+      "ip", "netns", "exec", ns_b_, kPeer, "--port", std::to_string(port), "--registry",
+      registry_.path(), "--bind", addr_b_, "--netdev", veth_b_, "--type", "rc", "--qps", "1",
+      "--buf", std::to_string(4 * kMiB)});
+  auto ready = peer_->read_line();
+  ASSERT_TRUE(ready.has_value());
+  auto w = words(*ready);
+  ASSERT_EQ(w.size(), 5u) << *ready;
+  const Gid peer_gid = gid_from_hex(w[1]);
+  const uint64_t peer_addr = std::stoull(w[2]);
+  const uint32_t peer_rkey = static_cast<uint32_t>(std::stoul(w[3]));
+  const uint32_t peer_qpn = split_u32(w[4]).at(0);
+  qps_.push_back(local_->make_qp(QpType::kRc));
+  QueuePair& qp = qps_[0];
+  ASSERT_EQ(
+      peer_->request("CONNECT " + gid_hex(local_->gid()) + " 100 " + std::to_string(qp.qp_num())),
+      "OK");
+  ConnectOptions co;
+  co.timeout = 14;  // 67 ms
+  co.retry_cnt = 3;
+  ASSERT_TRUE(connect_qp(qp, 100, QpEndpoint{peer_qpn, 1000, peer_gid}, co));
+
+  constexpr size_t kWrs = 32;
+  fill_pattern(local_->buf.data(), kMiB, 61);
+  const Sge s = local_->mr.sge(0, kMiB);
+  for (size_t i = 0; i < kWrs; ++i) {
+    SendWr wr = make_wr(i, WrOpcode::kRdmaWrite, &s, 1);
+    wr.rdma = {peer_addr + (i % 3) * kMiB, peer_rkey};
+    ASSERT_TRUE(qp.post_send(wr));
+  }
+  auto first = wait_wcs(local_->cq, 1, std::chrono::seconds(20));
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].status, WcStatus::kSuccess);
+  const std::string table = "uroce_cut_" + std::to_string(getpid());
+  const std::string nft = "ip netns exec " + ns_b_ + " nft ";
+  ASSERT_EQ(run(nft + "add table inet " + table), 0);
+  ASSERT_EQ(run(nft + "'add chain inet " + table +
+                " in { type filter hook input priority 0 ; policy accept ; }'"),
+            0);
+  ASSERT_EQ(run(nft + "add rule inet " + table + " in udp dport " + std::to_string(port) + " drop"),
+            0);
+  const auto cut = std::chrono::steady_clock::now();
+  auto rest = wait_wcs(local_->cq, kWrs - 1, std::chrono::seconds(10));
+  const auto took = std::chrono::steady_clock::now() - cut;
+  ASSERT_EQ(rest.size(), kWrs - 1) << "completions must all arrive: no hang";
+  size_t ok = 0;
+  size_t retry_exc = 0;
+  size_t flushed = 0;
+  for (const Wc& wc : rest) {
+    ok += wc.status == WcStatus::kSuccess;
+    retry_exc += wc.status == WcStatus::kRetryExcErr;
+    flushed += wc.status == WcStatus::kWrFlushErr;
+  }
+  EXPECT_EQ(retry_exc, 1u);
+  EXPECT_EQ(ok + retry_exc + flushed, kWrs - 1);
+  // (retry_cnt + 1) timeouts of 67 ms = 268 ms, one more for the timer already running at
+  // the cut, plus 500 ms for a loaded machine.
+  EXPECT_LT(took, std::chrono::milliseconds(67 * 5 + 500))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  std::cerr << "[ info ] link cut: RETRY_EXC_ERR after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms, " << ok
+            << " ok, " << flushed << " flushed\n";
+  EXPECT_EQ(qp.state(), QpState::kErr);
+
+  // Link back and a restarted peer: our QP, reset, connects to it and a WRITE gets through.
+  ASSERT_EQ(run(nft + "delete table inet " + table), 0);
+  EXPECT_EQ(peer_->request("QUIT"), std::nullopt);
+  EXPECT_EQ(peer_->wait_exit(), 0);
+  peer_ = std::make_unique<Child>(std::vector<std::string>{
+      "ip", "netns", "exec", ns_b_, kPeer, "--port", std::to_string(port), "--registry",
+      registry_.path(), "--bind", addr_b_, "--netdev", veth_b_, "--type", "rc", "--qps", "1",
+      "--buf", std::to_string(4 * kMiB)});
+  ready = peer_->read_line();
+  ASSERT_TRUE(ready.has_value());
+  w = words(*ready);
+  ASSERT_EQ(w.size(), 5u) << *ready;
+  const uint64_t addr2 = std::stoull(w[2]);
+  const uint32_t rkey2 = static_cast<uint32_t>(std::stoul(w[3]));
+  const uint32_t qpn2 = split_u32(w[4]).at(0);
+  QpAttr reset;
+  reset.qp_state = QpState::kReset;
+  ASSERT_TRUE(qp.modify(reset, kQpState));
+  ASSERT_EQ(
+      peer_->request("CONNECT " + gid_hex(local_->gid()) + " 300 " + std::to_string(qp.qp_num())),
+      "OK");
+  ASSERT_TRUE(connect_qp(qp, 300, QpEndpoint{qpn2, 1000, peer_gid}, co));
+  fill_pattern(local_->buf.data(), 4096, 62);
+  const Sge s2 = local_->mr.sge(0, 4096);
+  SendWr wr = make_wr(100, WrOpcode::kRdmaWrite, &s2, 1);
+  wr.rdma = {addr2, rkey2};
+  ASSERT_TRUE(qp.post_send(wr));
+  auto wc = wait_wcs(local_->cq, 1, std::chrono::seconds(20));
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  auto h = peer_->request("HASH 0 4096");
+  EXPECT_EQ(h, "HASH " + std::to_string(fnv1a(local_->buf.data(), 4096)));
+  EXPECT_EQ(peer_->request("QUIT"), std::nullopt);
+  EXPECT_EQ(peer_->wait_exit(), 0);
+}
+
+}  // namespace
+}  // namespace uroce::itest

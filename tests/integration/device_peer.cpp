@@ -68,6 +68,16 @@ int main(int argc, char** argv) {
             << join(qpns) << std::endl;
 
   std::string line;
+  // The buffer is shared with the remote peer: FILL happens before the parent lets the peer
+  // READ it, and a remote WRITE completes before the parent asks for HASH. That order runs
+  // through other processes (pipes, UDP), which ThreadSanitizer cannot follow, so this
+  // process would look racy between its main thread and the progress thread that copies to
+  // and from the buffer. An empty poll takes the engine lock that the progress thread holds
+  // while it copies, and makes the order the protocol guarantees visible to TSan.
+  auto order_with_device = [&cq] {
+    Wc none[1];
+    (void)cq.poll(std::span<Wc>(none, 0));
+  };
   while (std::getline(std::cin, line)) {
     const auto w = words(line);
     if (w.empty()) continue;
@@ -110,10 +120,13 @@ int main(int argc, char** argv) {
     } else if (cmd == "FILL" && w.size() == 4) {
       fill_pattern(buf.data() + std::stoull(w[1]), std::stoull(w[2]),
                    static_cast<uint32_t>(std::stoul(w[3])));
+      order_with_device();
       std::cout << "OK" << std::endl;
     } else if (cmd == "HASH" && w.size() == 3) {
+      order_with_device();
       std::cout << "HASH " << fnv1a(buf.data() + std::stoull(w[1]), std::stoull(w[2])) << std::endl;
     } else if (cmd == "READ64" && w.size() == 2) {
+      order_with_device();
       uint64_t v = 0;
       std::memcpy(&v, buf.data() + std::stoull(w[1]), 8);
       std::cout << "VALUE " << v << std::endl;

@@ -130,6 +130,10 @@ TEST(PerfOptions, RejectsWhatPerftestRejects) {
       {{"write"},
        "unknown test 'write'; choose write_bw, read_bw, send_bw, atomic_bw, write_lat, read_lat, "
        "send_lat or atomic_lat"},
+      // Found by fuzz_perf_options: the echoed name must not break the one-line error.
+      {{"write_bw\n0"},
+       "unknown test 'write_bw?0'; choose write_bw, read_bw, send_bw, atomic_bw, write_lat, "
+       "read_lat, send_lat or atomic_lat"},
       {{"read_bw", "-c", "UC"}, "read_bw does not run over UC; use -c RC"},
       {{"write_bw", "-c", "UD"}, "write_bw does not run over UD; use -c RC or UC"},
       {{"atomic_lat", "-c", "UD"}, "atomic_lat does not run over UD; use -c RC"},
