@@ -1,6 +1,6 @@
 // Network namespaces never interfere (root only; skipped otherwise). Three namespaces, the
-// same UDP port in each: an idle `uroce pingpong` server sits in B and in C while a
-// `uroce pingpong` pair runs over lo in A. Before the registry was keyed by namespace, the
+// same UDP port in each: an idle pingpong server (rdma-core's, over the drop-in) sits in B
+// and in C while a pingpong pair runs over lo in A. Before the registry was keyed by namespace, the
 // idle process in the other namespace shared A's registry file, shifted the reuseport
 // positions A computed, and the pair stalled ("no completion for 10 s", exit 1) or ran
 // many times slower. Now each namespace has its own registry (checked in the files) and
@@ -43,13 +43,18 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// `ip netns exec NS uroce ARGS` with the test's own UDP port, registry and stat directories;
-// stdout and stderr in files. ip execs uroce, so the pid is uroce's.
+const std::string kDropInDir = std::string(UROCE_BINARY_DIR) + "/lib";
+
+// `ip netns exec NS PROGRAM ARGS` with the test's own UDP port, registry and stat directories;
+// stdout and stderr in files. ip execs the program, so the pid is its own. PROGRAM is the
+// `uroce` CLI unless args[0] names one of rdma-core's programs (ibv_*), which then runs over
+// the drop-in libibverbs.
 class NsProcess {
  public:
   NsProcess(const std::string& ns, const std::vector<std::string>& args, const std::string& env_dir,
             uint16_t udp_port, const std::string& name)
       : out_(env_dir + "/" + name + ".out") {
+    const bool rdma_core = !args.empty() && args[0].rfind("ibv_", 0) == 0;
     std::cout.flush();  // or the child's freopen writes our buffered output a second time
     std::fflush(nullptr);
     pid_ = fork();
@@ -57,8 +62,10 @@ class NsProcess {
       setenv("UROCE_UDP_PORT", std::to_string(udp_port).c_str(), 1);
       setenv("XDG_RUNTIME_DIR", env_dir.c_str(), 1);
       setenv("UROCE_STAT_DIR", env_dir.c_str(), 1);
+      if (rdma_core) setenv("LD_LIBRARY_PATH", kDropInDir.c_str(), 1);
       if (!freopen(out_.c_str(), "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
-      std::vector<std::string> all = {"ip", "netns", "exec", ns, kUroce};
+      std::vector<std::string> all = {"ip", "netns", "exec", ns};
+      if (!rdma_core) all.push_back(kUroce);
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());
@@ -106,6 +113,7 @@ class NetnsIsolationTest : public ::testing::Test {
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
     if (!sh("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (!sh("command -v ibv_rc_pingpong")) GTEST_SKIP() << "ibverbs-utils not installed";
     const std::string id = std::to_string(getpid() % 100000);
     for (const char* tag : {"a", "b", "c"}) {
       const std::string ns = std::string("urnsi-") + tag + "-" + id;
@@ -175,13 +183,18 @@ TEST_F(NetnsIsolationTest, IdleProcessesInOtherNamespacesOnTheSamePortDoNotSlowA
   const std::string& c = ns_[2];
   ASSERT_NE(netns_of(a), netns_of(c));
   const std::string tcp = std::to_string(tcp_port_);
-  // Idle servers: wait for a client that never comes, on the same UDP and TCP ports.
-  NsProcess idle_b(b, {"pingpong", "-p", tcp}, dir_, udp_port_, "idle-b");
-  NsProcess idle_c(c, {"pingpong", "-p", tcp}, dir_, udp_port_, "idle-c");
+  // Idle servers: wait for a client that never comes, on the same UDP and TCP ports. They are
+  // rdma-core's ibv_rc_pingpong over the drop-in because it opens its device (and joins the
+  // port's reuseport group) before it waits for the client; `uroce pingpong` opens its device
+  // only once the side channel is up.
+  NsProcess idle_b(b, {"ibv_rc_pingpong", "-g", "1", "-p", tcp}, dir_, udp_port_, "idle-b");
+  NsProcess idle_c(c, {"ibv_rc_pingpong", "-g", "1", "-p", tcp}, dir_, udp_port_, "idle-c");
   ASSERT_TRUE(wait_registered(b, idle_b.pid())) << idle_b.output();
   ASSERT_TRUE(wait_registered(c, idle_c.pid())) << idle_c.output();
 
-  NsProcess server(a, {"pingpong", "-p", tcp, "-n", "1000", "--timeout", "30"}, dir_, udp_port_,
+  // The pair in A: rdma-core's server (its device is up while it waits) and `uroce pingpong`,
+  // which speaks rdma-core's exchange, as the client.
+  NsProcess server(a, {"ibv_rc_pingpong", "-g", "1", "-p", tcp, "-n", "1000"}, dir_, udp_port_,
                    "server");
   ASSERT_TRUE(wait_registered(a, server.pid())) << server.output();
 
