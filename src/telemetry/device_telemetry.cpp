@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -25,12 +26,25 @@ uint64_t unix_ns() {
 
 // Appends the aliases and tracker values to the engine's counters, in the order of
 // published_counter_names().
-std::vector<uint64_t> published_values(const transport::Counters& c, uint64_t acks) {
+std::vector<uint64_t> published_values(const transport::Counters& c, const device::IoCounters& io,
+                                       uint64_t acks) {
   std::vector<uint64_t> v(c.values.begin(), c.values.end());
   v.push_back(c[Counter::kOutOfSeqRequest]);      // mlx5 out_of_sequence
   v.push_back(c[Counter::kRetryRnrExceededErr]);  // mlx5 rnr_nak_retry_err
+  v.push_back(io.tx_drop_too_big);
+  v.push_back(io.tx_drop_error);
+  v.push_back(io.icmp_port_unreachable);
+  v.push_back(io.icmp_unreachable);
+  v.push_back(io.icmp_too_big);
   v.push_back(acks);
   return v;
+}
+
+bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
+  for (size_t i = 0; i < 10; ++i) {
+    if (g[i] != 0) return false;
+  }
+  return g[10] == 0xff && g[11] == 0xff;
 }
 
 // Devices of one process with the same name (tests open two "uroce0") get distinct labels,
@@ -53,6 +67,12 @@ std::string claim_label(const std::string& name) {
   return label;
 }
 
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%x", v);
+  return b;
+}
+
 void release_label(const std::string& label) {
   std::lock_guard lock(labels_mu());
   labels_in_use().erase(label);
@@ -65,6 +85,10 @@ const std::vector<std::string>& published_counter_names() {
     std::vector<std::string> n(transport::kCounterNames.begin(), transport::kCounterNames.end());
     n.emplace_back("out_of_sequence");
     n.emplace_back("rnr_nak_retry_err");
+    for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
+                           "icmp_unreachable", "icmp_too_big"}) {
+      n.emplace_back(io);
+    }
     n.emplace_back("acks_rcvd");
     return n;
   }();
@@ -127,7 +151,7 @@ void DeviceTelemetry::on_rx(TimePoint now, std::span<const device::RxPacket> rec
   if (!options_.measure_rtt) return;
   std::lock_guard lock(qp_mu_);
   for (const device::RxPacket& p : received) {
-    rtt_.on_received(now, std::span<const uint8_t>(p.buf.data(), p.len));
+    rtt_.on_received(now, p.meta, std::span<const uint8_t>(p.buf.data(), p.len));
   }
 }
 
@@ -189,14 +213,100 @@ void DeviceTelemetry::on_completion_error(const device::Device& dev, const trans
   const DeviceSnapshot snap = latest_snapshot();
   const QpSnapshot* qp = snap.qp(wc.qp_num);
   if (qp == nullptr) return;
-  const std::string line = "uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
-                           std::string(wc_status_name(status)) + " (" + std::to_string(status) +
-                           "): " + explain_completion(status, snap, *qp);
+  // Retry exceeded: the stall's cause, from the same evidence as the watchdog's warning.
+  const std::string why =
+      wc.status == transport::WcStatus::kRetryExcErr
+          ? "retry_exceeded_err=" + std::to_string(snap.qp_value(*qp, "retry_exceeded_err")) +
+                ": " + explain_stall(snap, *qp, evidence(dev, *qp))
+          : explain_completion(status, snap, *qp);
+  log_line("uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
+           std::string(wc_status_name(status)) + " (" + std::to_string(status) + "): " + why);
+}
+
+void DeviceTelemetry::log_line(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
     std::fprintf(stderr, "%s\n", line.c_str());
   }
+}
+
+StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnapshot& qp) const {
+  StallEvidence ev;
+  transport::QpAttr attr;
+  transport::QpInitAttr init;
+  if (dev.query_qp(qp.qpn, attr, init)) {
+    ev.local_gid = attr.ah_attr.sgid;
+    ev.local_gid_index = attr.ah_attr.sgid_index;
+    ev.path_mtu = transport::mtu_bytes(attr.path_mtu);
+    const bool peer_v4 = is_v4_mapped(qp.remote_gid);
+    for (const device::PortInfo& p : dev.ports()) {
+      if (p.port_num != attr.ah_attr.port_num) continue;
+      ev.netdev_mtu = p.netdev_mtu;
+      for (size_t i = 0; i < p.gids.size() && !ev.peer_family_gid_index; ++i) {
+        if (!p.gids[i].empty() && is_v4_mapped(p.gids[i].gid) == peer_v4) {
+          ev.peer_family_gid_index = static_cast<uint32_t>(i);
+        }
+      }
+    }
+  }
+  {
+    std::lock_guard lock(qp_mu_);
+    ev.sizes = rtt_.sizes(qp.qpn);
+  }
+  ev.path = dev.path_report(qp.remote_gid);
+  return ev;
+}
+
+void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
+                                   const DeviceSnapshot& snap) {
+  if (options_.watchdog_s <= 0) return;
+  const auto limit = std::chrono::duration_cast<Nanos>(
+      std::chrono::duration<double>(options_.watchdog_s));
+  std::vector<uint32_t> stalled;
+  {
+    std::lock_guard lock(qp_mu_);
+    for (const QpSnapshot& q : snap.qps) {
+      if (q.qp_type != static_cast<uint8_t>(transport::QpType::kRc) ||
+          q.state != static_cast<uint8_t>(transport::QpState::kRts)) {
+        continue;
+      }
+      auto it = qps_.find(q.qpn);
+      if (it == qps_.end()) continue;
+      QpInfo& info = it->second;
+      const uint64_t rcvd = snap.qp_value(q, "rcvd_pkts");
+      const uint64_t timeouts = snap.qp_value(q, "local_ack_timeout_err");
+      if (rcvd != info.seen_rcvd || timeouts < info.seen_timeouts) {
+        // An answer: a new stall (if any) starts from here and may warn again.
+        info.seen_rcvd = rcvd;
+        info.seen_timeouts = timeouts;
+        info.stall_since.reset();
+        info.warned = false;
+        continue;
+      }
+      if (timeouts == info.seen_timeouts) continue;  // nothing outstanding timed out
+      if (!info.stall_since) info.stall_since = now;
+      if (!info.warned && now - *info.stall_since >= limit) {
+        info.warned = true;
+        stalled.push_back(q.qpn);
+      }
+    }
+  }
+  for (uint32_t qpn : stalled) {
+    const QpSnapshot* q = snap.qp(qpn);
+    if (q == nullptr) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", options_.watchdog_s);
+    log_line("uroce: QP 0x" + hex(qpn) + " to " + gid_address(q->remote_gid) +
+             ": no response for " + seconds + " s — " + explain_stall(snap, *q, evidence(dev, *q)));
+  }
+}
+
+std::string DeviceTelemetry::diagnose(const device::Device& dev, uint32_t qpn) const {
+  const DeviceSnapshot snap = latest_snapshot();
+  const QpSnapshot* q = snap.qp(qpn);
+  if (q == nullptr) return {};
+  return explain_stall(snap, *q, evidence(dev, *q));
 }
 
 DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
@@ -232,16 +342,17 @@ DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
       acks = rtt_.acks_received(qpn);
     }
     all_acks += acks;
-    q.values = published_values(*c, acks);
+    q.values = published_values(*c, device::IoCounters{}, acks);
     snap.qps.push_back(std::move(q));
   }
-  snap.values = published_values(dev.counters(), all_acks);
+  snap.values = published_values(dev.counters(), dev.io_counters(), all_acks);
   snap.published_unix_ns = unix_ns();
   return snap;
 }
 
 void DeviceTelemetry::publish(const device::Device& dev) {
   DeviceSnapshot snap = build(dev);
+  check_stalls(device::Device::now(), dev, snap);
   std::lock_guard lock(latest_mu_);
   // ACKs of destroyed QPs stay in the device total.
   if (!latest_.values.empty()) {
@@ -262,6 +373,29 @@ const std::string& DeviceTelemetry::shm_path() const {
   return shm_ ? shm_->path() : kNone;
 }
 
+double watchdog_seconds_from_env(std::string* error) {
+  constexpr double kDefault = 5;
+  const char* v = std::getenv("UROCE_WATCHDOG");
+  if (v == nullptr || *v == '\0') return kDefault;
+  const std::string text(v);
+  if (text == "0" || text == "off") return 0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(s > 0) || s > 86400) {
+    if (error != nullptr) {
+      *error = "UROCE_WATCHDOG=" + text +
+               " is not a number of seconds (0 or off: no stall warning); using 5";
+    }
+    return kDefault;
+  }
+  return s;
+}
+
+std::string diagnose_qp(const device::Device& dev, uint32_t qpn) {
+  const auto* t = dynamic_cast<const DeviceTelemetry*>(dev.config().observer.get());
+  return t == nullptr ? std::string() : t->diagnose(dev, qpn);
+}
+
 std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
                                                           std::string* error) {
   TelemetryOptions o;
@@ -270,7 +404,10 @@ std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& dev
   o.shm = stat == nullptr || std::string(stat) != "0";
   if (const char* m = std::getenv("UROCE_METRICS")) o.metrics = m;
   if (const char* c = std::getenv("UROCE_CAPTURE")) o.capture = c;
-  if (!o.shm && o.metrics.empty() && o.capture.empty()) return nullptr;
+  std::string watchdog_error;
+  o.watchdog_s = watchdog_seconds_from_env(&watchdog_error);
+  if (!watchdog_error.empty()) std::fprintf(stderr, "uroce: %s\n", watchdog_error.c_str());
+  if (!o.shm && o.metrics.empty() && o.capture.empty() && o.watchdog_s <= 0) return nullptr;
   return DeviceTelemetry::create(std::move(o), error);
 }
 
