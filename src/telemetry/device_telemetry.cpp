@@ -261,8 +261,8 @@ StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnaps
 void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
                                    const DeviceSnapshot& snap) {
   if (options_.watchdog_s <= 0) return;
-  const auto limit = std::chrono::duration_cast<Nanos>(
-      std::chrono::duration<double>(options_.watchdog_s));
+  const auto limit =
+      std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options_.watchdog_s));
   std::vector<uint32_t> stalled;
   {
     std::lock_guard lock(qp_mu_);

@@ -44,7 +44,7 @@ struct TelemetryOptions {
   std::string metrics;            // ADDR:PORT of the Prometheus endpoint; empty: none
   std::string capture;            // pcap path; empty: none
   bool measure_rtt = true;        // parse sent/received BTHs for round trips (cheap, per packet)
-  double watchdog_s = 5;           // stall warning after this long; 0: off (UROCE_WATCHDOG)
+  double watchdog_s = 5;          // stall warning after this long; 0: off (UROCE_WATCHDOG)
   std::function<void(const std::string&)> log;  // error-completion lines; empty: stderr
 };
 

@@ -41,8 +41,7 @@ class RttTracker {
   void forget(uint32_t local_qpn);
 
   void on_sent(TimePoint now, const transport::PacketMeta& meta, std::span<const uint8_t> roce);
-  void on_received(TimePoint now, const transport::PacketMeta& meta,
-                   std::span<const uint8_t> roce);
+  void on_received(TimePoint now, const transport::PacketMeta& meta, std::span<const uint8_t> roce);
 
   [[nodiscard]] const RttHistogram* histogram(uint32_t local_qpn) const;
   [[nodiscard]] uint64_t acks_received(uint32_t local_qpn) const;

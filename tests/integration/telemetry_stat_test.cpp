@@ -279,8 +279,14 @@ TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
   const std::string why =
       "retry_exceeded_err=1 with 0 packets received from 127.0.0.1: peer unreachable or UDP 4791 "
       "blocked — run uroce doctor --peer 127.0.0.1";
+  // The log line carries the stall diagnosis (telemetry/explain.hpp explain_stall), which
+  // names the device's real UDP port; `uroce stat` only has the snapshot's counters.
   EXPECT_EQ(logged,
-            fmt::format("uroce: uroce0 QP {}: IBV_WC_RETRY_EXC_ERR (12): {}\n", qa.qp_num(), why));
+            fmt::format("uroce: uroce0 QP {}: IBV_WC_RETRY_EXC_ERR (12): retry_exceeded_err=1: "
+                        "nothing at all came back from 127.0.0.1: UDP {} is dropped on the way (a "
+                        "firewall: nft list ruleset | grep {}), the peer uses another UDP port, "
+                        "or there is no route — run uroce doctor --peer 127.0.0.1\n",
+                        qa.qp_num(), port_, port_));
 
   auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
                        std::to_string(qa.qp_num()));
