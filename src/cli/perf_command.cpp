@@ -306,7 +306,7 @@ int run_server(PerfOptions& o) {
   }
   std::string mtu_note;
   setup.mtu = clamp_path_mtu(*dev, gid->port, setup.mtu, std::nullopt, &mtu_note);
-  if (!mtu_note.empty()) fmt::print(stderr, "{}: the client asked for {}\n", kCommand, mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kCommand, mtu_note);
   const std::vector<PerfQpInfo> remote = setup.qps;
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
   if (!ctx || !prepare_receives(*ctx, o.test, true, error) || !ctx->connect(remote, error)) {

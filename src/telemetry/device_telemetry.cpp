@@ -218,9 +218,19 @@ void DeviceTelemetry::on_completion_error(const device::Device& dev, const trans
       wc.status == transport::WcStatus::kRetryExcErr
           ? "retry_exceeded_err=" + std::to_string(snap.qp_value(*qp, "retry_exceeded_err")) +
                 ": " + explain_stall(snap, *qp, evidence(dev, *qp))
-          : explain_completion(status, snap, *qp);
+          : explain_completion(status, snap, *qp) + mtu_hint(wc.status, evidence(dev, *qp));
   log_line("uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
            std::string(wc_status_name(status)) + " (" + std::to_string(status) + "): " + why);
+}
+
+// A responder rejects a FIRST or MIDDLE packet whose payload is not its own path MTU
+// (IBTA 9.7.5.1.1 / C9-91; rxe's check_length does the same), so two sides with different
+// -m fail every multi-packet message with an invalid request.
+std::string DeviceTelemetry::mtu_hint(transport::WcStatus status, const StallEvidence& ev) {
+  if (status != transport::WcStatus::kRemInvReqErr) return {};
+  return "; or the two sides use different path MTUs (ours is " + std::to_string(ev.path_mtu) +
+         "): a QP rejects the packets of a multi-packet message that are not its own path MTU "
+         "long — use the same -m on both sides, at most the smaller active MTU";
 }
 
 void DeviceTelemetry::log_line(const std::string& line) const {

@@ -102,6 +102,7 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   StallEvidence evidence(const device::Device& dev, const QpSnapshot& qp) const;
   void check_stalls(TimePoint now, const device::Device& dev, const DeviceSnapshot& snap);
   void log_line(const std::string& line) const;
+  static std::string mtu_hint(transport::WcStatus status, const StallEvidence& ev);
 
   TelemetryOptions options_;
   std::unique_ptr<ShmPublisher> shm_;
