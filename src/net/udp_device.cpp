@@ -325,7 +325,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.seed = seed;
 
   std::string telemetry_error;
-  config.observer = telemetry::observer_from_env(options.name, &telemetry_error);
+  config.observer = telemetry::observer_from_env(options.name, &telemetry_error, options.udp_port);
   if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
   auto io =

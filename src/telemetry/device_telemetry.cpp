@@ -118,7 +118,7 @@ std::shared_ptr<DeviceTelemetry> DeviceTelemetry::create(TelemetryOptions option
     }
   }
   if (!t->options_.capture.empty()) {
-    t->capture_ = CaptureSink::open(t->options_.capture, error);
+    t->capture_ = CaptureSink::open(t->options_.capture, error, t->options_.udp_port);
     if (!t->capture_) return nullptr;
   }
   if (!t->options_.metrics.empty()) {
@@ -407,9 +407,10 @@ std::string diagnose_qp(const device::Device& dev, uint32_t qpn) {
 }
 
 std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
-                                                          std::string* error) {
+                                                          std::string* error, uint16_t udp_port) {
   TelemetryOptions o;
   o.device = device;
+  o.udp_port = udp_port;
   const char* stat = std::getenv("UROCE_STAT");
   o.shm = stat == nullptr || std::string(stat) != "0";
   if (const char* m = std::getenv("UROCE_METRICS")) o.metrics = m;

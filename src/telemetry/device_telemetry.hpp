@@ -43,6 +43,7 @@ struct TelemetryOptions {
   bool shm = true;                // publish for `uroce stat`
   std::string metrics;            // ADDR:PORT of the Prometheus endpoint; empty: none
   std::string capture;            // pcap path; empty: none
+  uint16_t udp_port = 4791;       // the device's real UDP port, written into captures
   bool measure_rtt = true;        // parse sent/received BTHs for round trips (cheap, per packet)
   double watchdog_s = 5;          // stall warning after this long; 0: off (UROCE_WATCHDOG)
   std::function<void(const std::string&)> log;  // error-completion lines; empty: stderr
@@ -128,7 +129,8 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
 // warning. Null (and *error, when something was asked for and failed) when nothing is to be
 // observed.
 [[nodiscard]] std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
-                                                                        std::string* error);
+                                                                        std::string* error,
+                                                                        uint16_t udp_port = 4791);
 
 // DeviceTelemetry::diagnose of the device's observer; empty without one.
 [[nodiscard]] std::string diagnose_qp(const device::Device& dev, uint32_t qpn);
