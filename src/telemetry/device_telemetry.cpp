@@ -40,6 +40,9 @@ std::vector<uint64_t> published_values(const transport::Counters& c, const devic
   return v;
 }
 
+// rcvd_rnr_err's position in published values (the engine's counters come first, in order).
+constexpr size_t kRnrIndex = static_cast<size_t>(Counter::kRcvdRnrErr);
+
 bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
   for (size_t i = 0; i < 10; ++i) {
     if (g[i] != 0) return false;
@@ -265,6 +268,7 @@ StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnaps
     ev.sizes = rtt_.sizes(qp.qpn);
   }
   ev.path = dev.path_report(qp.remote_gid);
+  ev.rnr_naks = rnr_naks_since_answer(qp);
   return ev;
 }
 
@@ -284,17 +288,24 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
       auto it = qps_.find(q.qpn);
       if (it == qps_.end()) continue;
       QpInfo& info = it->second;
-      const uint64_t rcvd = snap.qp_value(q, "rcvd_pkts");
-      const uint64_t timeouts = snap.qp_value(q, "local_ack_timeout_err");
-      if (rcvd != info.seen_rcvd || timeouts < info.seen_timeouts) {
+      // Progress is an ACK (or READ response / atomic ACK) for our requests, as the
+      // round-trip tracker counts them; without the tracker, any packet from the peer.
+      // Unanswered work shows as ACK timeouts, RNR NAKs or sequence NAKs since then.
+      const uint64_t answers =
+          options_.measure_rtt ? snap.qp_value(q, "acks_rcvd") : snap.qp_value(q, "rcvd_pkts");
+      const uint64_t rnr = snap.qp_value(q, "rcvd_rnr_err");
+      const uint64_t pending =
+          snap.qp_value(q, "local_ack_timeout_err") + rnr + snap.qp_value(q, "rcvd_seq_err");
+      if (answers != info.seen_answers || pending < info.seen_pending) {
         // An answer: a new stall (if any) starts from here and may warn again.
-        info.seen_rcvd = rcvd;
-        info.seen_timeouts = timeouts;
+        info.seen_answers = answers;
+        info.seen_pending = pending;
+        info.seen_rnr = rnr;
         info.stall_since.reset();
         info.warned = false;
         continue;
       }
-      if (timeouts == info.seen_timeouts) continue;  // nothing outstanding timed out
+      if (pending == info.seen_pending) continue;  // nothing outstanding went unanswered
       if (!info.stall_since) info.stall_since = now;
       if (!info.warned && now - *info.stall_since >= limit) {
         info.warned = true;
@@ -317,6 +328,13 @@ std::string DeviceTelemetry::diagnose(const device::Device& dev, uint32_t qpn) c
   const QpSnapshot* q = snap.qp(qpn);
   if (q == nullptr) return {};
   return explain_stall(snap, *q, evidence(dev, *q));
+}
+
+uint64_t DeviceTelemetry::rnr_naks_since_answer(const QpSnapshot& q) const {
+  const uint64_t rnr = q.values.size() > kRnrIndex ? q.values[kRnrIndex] : 0;
+  std::lock_guard lock(qp_mu_);
+  auto it = qps_.find(q.qpn);
+  return it == qps_.end() || rnr < it->second.seen_rnr ? 0 : rnr - it->second.seen_rnr;
 }
 
 DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {

@@ -91,9 +91,11 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
     uint8_t last_error_status = 0;
     uint64_t error_completions = 0;
     std::set<uint8_t> explained;  // statuses already logged for this QP
-    // Watchdog: rcvd_pkts and local_ack_timeout_err when the last answer was seen.
-    uint64_t seen_rcvd = 0;
-    uint64_t seen_timeouts = 0;
+    // Watchdog, as of the last answer: answers (acks_rcvd), unanswered work (ACK timeouts
+    // + RNR NAKs + sequence NAKs) and RNR NAKs.
+    uint64_t seen_answers = 0;
+    uint64_t seen_pending = 0;
+    uint64_t seen_rnr = 0;
     std::optional<TimePoint> stall_since;  // first timeout after the last answer
     bool warned = false;
   };
@@ -103,6 +105,7 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   StallEvidence evidence(const device::Device& dev, const QpSnapshot& qp) const;
   void check_stalls(TimePoint now, const device::Device& dev, const DeviceSnapshot& snap);
   void log_line(const std::string& line) const;
+  uint64_t rnr_naks_since_answer(const QpSnapshot& q) const;
   static std::string mtu_hint(transport::WcStatus status, const StallEvidence& ev);
 
   TelemetryOptions options_;

@@ -125,6 +125,13 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
         ev.local_gid_index, gid_address(ev.local_gid), peer_v4 ? "IPv6" : "IPv4", peer,
         peer_v4 ? "IPv4" : "IPv6", fix);
   }
+  if (ev.rnr_naks > 0) {
+    return fmt::format(
+        "{} answers with {} RNR NAKs (receiver not ready): its application has no receive "
+        "posted for QP {:#x} — post receives before the sender sends (rnr_retry 7 retries "
+        "forever)",
+        peer, ev.rnr_naks, qp.remote_qpn);
+  }
   if (ev.path.too_big > 0) {
     const uint32_t fit = ev.path.mtu != 0 ? ib_mtu_fitting(ev.path.mtu) : 0;
     return fmt::format(

@@ -38,10 +38,12 @@ struct StallEvidence {
   uint32_t netdev_mtu = 0;  // of the QP's port
   PacketSizes sizes;
   device::PathReport path;
+  uint64_t rnr_naks = 0;  // RNR NAKs received since the last answer
 };
 
 // The cause of a stall and its fix, in this order of certainty:
 //   (c) the source GID's family differs from the peer's address (IPv6 GID to an IPv4 peer)
+//       the peer answers with RNR NAKs only: its application posts no receive
 //   (b) the network refused packets as too big (ICMP fragmentation needed, EMSGSIZE)
 //   (d) ICMP port unreachable after answers: the peer process is gone
 //   (a) ICMP port unreachable / unreachable before any answer, or nothing ever came back

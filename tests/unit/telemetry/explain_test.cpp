@@ -130,6 +130,15 @@ TEST(ExplainStallTest, SmallAnsweredBigNotIsThePathMtu) {
             "1024 or raise the MTU on the path; run uroce doctor --peer 10.0.0.2");
 }
 
+TEST(ExplainStallTest, RnrNaksOnlyMeanNoReceivePosted) {
+  Stall s(30);
+  s.ev.rnr_naks = 30;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "10.0.0.2 answers with 30 RNR NAKs (receiver not ready): its application has no "
+            "receive posted for QP 0x12 — post receives before the sender sends (rnr_retry 7 "
+            "retries forever)");
+}
+
 TEST(ExplainStallTest, AnsweredBeforeAtTheSameSizeIsAPeerThatStopped) {
   Stall s(12);
   s.ev.sizes.largest_answered = 4140;
