@@ -160,13 +160,6 @@ int run_client(PerfOptions& o) {
   if (!gid) return failure(error);
   device::PortAttr port;
   if (const auto st = dev->query_port(gid->port, port); !st) return failure(st.message());
-  // An IPv6 GID toward an IPv4 server (or the reverse) never gets a packet through: say so
-  // now, on both sides (the server prints what we send instead of a setup).
-  if (const std::string why = gid_family_mismatch(*dev, *gid, sock->peer_address().bytes);
-      !why.empty()) {
-    (void)sock->send_line(nlohmann::json{{"abort", "client: " + why}}.dump());
-    return failure(why);
-  }
   const uint32_t active = transport::mtu_bytes(port.active_mtu);
   std::string mtu_note;
   const uint32_t mtu =
@@ -192,6 +185,16 @@ int run_client(PerfOptions& o) {
     return failure("the server closed the side channel during setup");
   }
   const auto reply = nlohmann::json::parse(line, nullptr, false);
+  // An IPv6 GID toward an IPv4 server (or the reverse) never gets a packet through: the
+  // server refuses and sends its GID, so this side says it in its own terms too.
+  if (!reply.is_discarded() && reply.is_object() && reply.contains("gid_mismatch")) {
+    if (const auto theirs = net::IpAddr::parse(reply.value("gid_mismatch", std::string()))) {
+      if (const std::string why = gid_family_mismatch(ctx->dev(), *gid, theirs->bytes);
+          !why.empty()) {
+        return failure(why);
+      }
+    }
+  }
   if (reply.is_discarded() || !reply.value("ok", false)) {
     return failure("server: " + (reply.is_discarded() ? std::string("garbage")
                                                       : reply.value("error", std::string("?"))));
@@ -285,9 +288,6 @@ int run_server(PerfOptions& o) {
     (void)sock->send_line(nlohmann::json{{"ok", false}, {"error", why}}.dump());
     return failure(why);
   };
-  if (!msg.is_discarded() && msg.is_object() && msg.contains("abort")) {
-    return failure(msg.value("abort", std::string("the client gave up")));
-  }
   if (msg.is_discarded() || !from_json(msg, setup, error)) {
     return refuse(error.empty() ? "the client sent garbage" : error);
   }
@@ -301,7 +301,11 @@ int run_server(PerfOptions& o) {
   if (!gid) return refuse(error);
   if (!setup.qps.empty()) {
     if (const std::string why = gid_family_mismatch(*dev, *gid, setup.qps[0].gid); !why.empty()) {
-      return refuse(why);
+      net::IpAddr ours;
+      ours.bytes = gid->gid;
+      (void)sock->send_line(
+          nlohmann::json{{"ok", false}, {"error", why}, {"gid_mismatch", ours.to_string()}}.dump());
+      return failure(why);
     }
   }
   std::string mtu_note;
