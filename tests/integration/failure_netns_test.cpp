@@ -4,6 +4,7 @@
 // one way and checks that both sides exit non-zero within a bound, with a message that says
 // why (docs/diagnosing.md):
 //   (a) nftables drops the UDP port in B         -> "nothing at all came back from B"
+//       the client uses another UDP port         -> ICMP port unreachable, named
 //   (b) veth MTU 9000 in A, 1500 in B, -m 4096   -> both sides name their path MTUs
 //       B drops packets over 1400 B (both 9000)  -> "small packets are answered but
 //                                                    full-size ones are not"
@@ -331,6 +332,54 @@ TEST_F(FailureNetnsTest, Ipv6GidTowardAnIpv4PeerIsRefusedAtOnceOnBothSides) {
             std::string::npos)
       << srv.both();
   EXPECT_NE(srv.err().find("): RoCE packets cannot cross IP families — use GID index 0 (fe80::"),
+            std::string::npos)
+      << srv.both();
+}
+
+// (a), the wrong UDP port: the client's device uses another port than the server's, so B's
+// kernel answers ICMP port unreachable, which IP_RECVERR reports to the client's sockets.
+TEST_F(FailureNetnsTest, WrongUdpPortIsNamedFromIcmpPortUnreachable) {
+  NsProcess srv(b_, env(), perf("write_bw", "", {}));
+  std::this_thread::sleep_for(300ms);
+  const std::string other = std::to_string(std::stoi(udp_) + 1);
+  NsProcess cli(a_, {{"UROCE_UDP_PORT", other}},
+                perf("write_bw", addr_b_, {"-s", "4096", "-n", "100"}));
+  const int cli_rc = cli.wait(25s);
+  const int srv_rc = srv.wait(10s);
+  const std::string why = addr_b_ + " reports that nothing listens on UDP " + other +
+                          " (ICMP port unreachable): the peer is not running, uses another UDP "
+                          "port (UROCE_UDP_PORT), or a firewall rejects UDP " +
+                          other + " — run uroce doctor --peer " + addr_b_;
+  EXPECT_EQ(cli_rc, 1) << cli.both();
+  EXPECT_NE(cli.err().find("no response for 5 s — " + why), std::string::npos) << cli.both();
+  EXPECT_NE(cli.err().find("no completion for 10 s: " + why), std::string::npos) << cli.both();
+  EXPECT_EQ(srv_rc, 1) << srv.both();
+}
+
+// (c) with `uroce pingpong` (rdma-core's exchange): the server still sends its address when
+// it refuses, so both sides name the mismatch.
+TEST_F(FailureNetnsTest, PingpongIpv6GidTowardAnIpv4PeerFailsAtOnceOnBothSides) {
+  std::vector<std::string> server = {"pingpong", "-p", tcp_, "-n", "5", "--timeout", "20"};
+  for (const std::string& f : dev_flags("-g")) server.push_back(f);
+  std::vector<std::string> client = {"pingpong", "-p", tcp_, "-n", "5", "--timeout", "20"};
+  for (const std::string& f : dev_flags("-g", 0)) client.push_back(f);
+  client.push_back(addr_b_);
+  NsProcess srv(b_, env(), uroce(server));
+  std::this_thread::sleep_for(300ms);
+  const auto t0 = Clock::now();
+  NsProcess cli(a_, env(), uroce(client));
+  EXPECT_EQ(cli.wait(10s), 1) << cli.both();
+  EXPECT_EQ(srv.wait(10s), 1) << srv.both();
+  EXPECT_LT(Clock::now() - t0, 3s);
+  EXPECT_NE(cli.err().find("uroce pingpong: GID index 0 is IPv6 (fe80::"), std::string::npos)
+      << cli.both();
+  EXPECT_NE(cli.err().find(") but the peer's GID is IPv4 (" + addr_b_ +
+                           "): RoCE packets cannot cross IP families — use GID index 1 (" +
+                           addr_a_ + ") with -g/-x 1"),
+            std::string::npos)
+      << cli.both();
+  EXPECT_NE(srv.err().find("uroce pingpong: GID index 1 is IPv4 (" + addr_b_ +
+                           ") but the peer's GID is IPv6 (fe80::"),
             std::string::npos)
       << srv.both();
 }
