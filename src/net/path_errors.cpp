@@ -42,6 +42,10 @@ void PathErrorLog::record(Kind kind, const IpAddr& dst, uint32_t mtu) {
   }
 }
 
+void PathErrorLog::record_errno(int err, const IpAddr& dst) {
+  record(err == ECONNREFUSED ? Kind::kPortUnreachable : Kind::kUnreachable, dst, 0);
+}
+
 void PathErrorLog::count_tx_too_big() {
   std::lock_guard lock(mu_);
   ++totals_.tx_drop_too_big;

@@ -22,6 +22,8 @@ class PathErrorLog {
   enum class Kind : uint8_t { kPortUnreachable, kUnreachable, kTooBigIcmp, kTooBigLocal };
 
   void record(Kind kind, const IpAddr& dst, uint32_t mtu);
+  // From a send's errno alone (ECONNREFUSED: port unreachable; the others: unreachable).
+  void record_errno(int err, const IpAddr& dst);
   void count_tx_too_big();
   void count_tx_error();
 

@@ -512,8 +512,14 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       }
       // IP_RECVERR: an ICMP error about an earlier datagram is reported by this call; the
       // datagram at hand is fine. Record the error and send it once more.
-      if (is_reported_icmp_error(err) && drain_error_queue(fd, config_.path_log) > 0 &&
-          resent != i) {
+      if (is_reported_icmp_error(err) && resent != i) {
+        // A socket with a tiny receive buffer (the send-only ones) may have had no room to
+        // queue the ICMP message: the errno still says what it was, for this peer.
+        if (drain_error_queue(fd, config_.path_log) == 0 && config_.path_log != nullptr) {
+          IpAddr dst;
+          dst.bytes = pkts[i].ip.dst;
+          config_.path_log->record_errno(err, dst);
+        }
         resent = i;
         continue;
       }

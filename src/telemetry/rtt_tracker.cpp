@@ -56,8 +56,8 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   if (peer == by_peer_.end()) return;
   QpRtt& q = qps_[peer->second];
   const uint32_t psn = be24(roce.data() + 9);
-  q.sizes.largest_unanswered =
-      std::max(q.sizes.largest_unanswered, ip_packet_size(roce.size(), meta.ip.ipv6));
+  const uint32_t size = ip_packet_size(roce.size(), meta.ip.ipv6);
+  q.sizes.largest_unanswered = std::max(q.sizes.largest_unanswered, size);
   // Karn: a PSN at or before the last one sent is a retransmission; its samples and the
   // later ones are ambiguous now.
   if (q.any_sent && psn_le(psn, q.last_psn)) {
@@ -68,7 +68,7 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   q.last_psn = psn;
   if ((roce[8] & 0x80) == 0) return;
   if (q.pending.size() == kMaxPending) q.pending.pop_front();
-  q.pending.push_back({psn, now});
+  q.pending.push_back({psn, now, size});
 }
 
 void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
@@ -84,7 +84,9 @@ void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
   if ((syndrome >> 5) != 0) return;  // RNR NAK or NAK: not an answer that ends a sample
   ++q.acks;
   const uint32_t psn = be24(roce.data() + 9);
-  // An ACK at or past the newest PSN sent answers every request sent so far.
+  // An ACK at or past the newest PSN sent answers every request sent so far; one that
+  // covers AckReq requests answers those (a pipelined stream never catches up entirely).
+  // Either way what is still unanswered is what gets sent (or sent again) from now on.
   if (q.any_sent && psn_le(q.last_psn, psn)) {
     q.sizes.largest_answered = std::max(q.sizes.largest_answered, q.sizes.largest_unanswered);
     q.sizes.largest_unanswered = 0;
@@ -93,9 +95,11 @@ void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
   TimePoint newest{};
   while (!q.pending.empty() && psn_le(q.pending.front().psn, psn)) {
     newest = q.pending.front().sent;
+    q.sizes.largest_answered = std::max(q.sizes.largest_answered, q.pending.front().size);
     matched = true;
     q.pending.pop_front();
   }
+  if (matched) q.sizes.largest_unanswered = 0;
   // A coalesced ACK answers the newest request it covers; older ones waited for it.
   if (matched) q.hist.add(now - newest);
 }

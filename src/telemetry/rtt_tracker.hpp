@@ -51,6 +51,7 @@ class RttTracker {
   struct Pending {
     uint32_t psn;
     TimePoint sent;
+    uint32_t size;  // IP packet bytes
   };
   struct QpRtt {
     std::deque<Pending> pending;

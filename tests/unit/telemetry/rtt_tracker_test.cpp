@@ -122,6 +122,22 @@ TEST_F(RttTest, SizesSeparateAnsweredFromUnansweredRequests) {
   EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 0u);
 }
 
+// A pipelined stream: the ACK covers the AckReq request but not the ones sent after it;
+// the answered size still counts (a bandwidth test never has everything acknowledged).
+TEST_F(RttTest, AnAckOfAnAckReqRequestAnswersItsSizeWhilePipelined) {
+  auto first = packet(0x0a /* RC WRITE ONLY */, kRemoteQpn, 1, true);
+  first.resize(1056);
+  t_.on_sent(microseconds(0), to_peer(), first);
+  auto next = packet(0x0a, kRemoteQpn, 2, false);
+  next.resize(1056);
+  t_.on_sent(microseconds(1), to_peer(), next);
+  ack(10, 1);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_answered, 1056u + 28);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 0u);
+  t_.on_sent(microseconds(90), to_peer(), next);  // PSN 2 retransmitted: unanswered again
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 1056u + 28);
+}
+
 TEST_F(RttTest, PacketsOfOtherQpsAreIgnored) {
   auto p = packet(0x04, 0x99, 1, true);
   t_.on_sent(microseconds(0), to_peer(), p);
