@@ -94,6 +94,9 @@ bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
 // RoCE v2 headers around the payload of the largest packet: IPv4 20 (IPv6 40) + UDP 8 +
 // BTH 12 + RETH 16 + ICRC 4 (rxe's netdev MTU - active MTU rule leaves 80 for them).
 constexpr uint32_t kRoceHeaders = 80;
+// The most two packets of one connection at the same path MTU differ by: RETH or AtomicETH
+// plus AETH, and IPv6's 20 extra bytes.
+constexpr uint32_t kHeaderSpread = 64;
 
 }  // namespace
 
@@ -165,7 +168,9 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
         peer, port, port, doctor);
   }
   const uint32_t answered = std::max(ev.sizes.largest_answered, ev.sizes.largest_received);
-  if (ev.sizes.largest_unanswered > answered && ev.sizes.largest_unanswered > 576) {
+  // Packets of one stream differ by their extension headers (RETH 16, AtomicETH 28): only a
+  // gap larger than that is a size that does not get through (IB MTUs differ by 2x).
+  if (ev.sizes.largest_unanswered > answered + kHeaderSpread && ev.sizes.largest_unanswered > 576) {
     // Packets of `answered` bytes crossed the path: an IB MTU whose SEND packets (IPv4 20 +
     // UDP 8 + BTH 12 + ICRC 4 around the payload) are no larger is known to fit.
     uint32_t fit = 0;

@@ -141,8 +141,10 @@ TEST(ExplainStallTest, RnrNaksOnlyMeanNoReceivePosted) {
 
 TEST(ExplainStallTest, AnsweredBeforeAtTheSameSizeIsAPeerThatStopped) {
   Stall s(12);
-  s.ev.sizes.largest_answered = 4140;
-  s.ev.sizes.largest_unanswered = 4140;
+  // A WRITE stream: the AckReq LAST packets (1068 B) were answered, the FIRST ones carry a
+  // RETH (1084 B): the same path MTU, not a size problem.
+  s.ev.sizes.largest_answered = 1068;
+  s.ev.sizes.largest_unanswered = 1084;
   EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
             "10.0.0.2 answered 12 packets before and then stopped: the peer's process is gone, "
             "its QP left RTS, or the path started dropping — run uroce doctor --peer 10.0.0.2");
