@@ -251,7 +251,7 @@ void finish(ReqFlow& f, double capture_start) {
 
 }  // namespace
 
-bool analyze_capture(const std::string& path, CaptureAnalysis& out) {
+bool analyze_capture(const std::string& path, CaptureAnalysis& out, uint16_t roce_port) {
   wire::PcapReader reader;
   if (!reader.open(path)) {
     out.error = reader.error();
@@ -268,6 +268,7 @@ bool analyze_capture(const std::string& path, CaptureAnalysis& out) {
     if (start < 0) start = t;
     last = t;
     wire::RoceFrame rf;
+    rf.roce_port = roce_port;
     if (wire::decap_frame(link, frame.bytes, rf) != wire::FrameError::kOk) {
       ++out.other_frames;
       continue;

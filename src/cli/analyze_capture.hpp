@@ -60,13 +60,15 @@ struct CaptureAnalysis {
   std::string error;  // non-empty: the file is damaged after `frames`
 };
 
-// Reads and analyses the whole file; false when it cannot be opened (error set).
-[[nodiscard]] bool analyze_capture(const std::string& path, CaptureAnalysis& out);
+// Reads and analyses the whole file; false when it cannot be opened (error set). RoCE is
+// looked for on UDP port `roce_port`.
+[[nodiscard]] bool analyze_capture(const std::string& path, CaptureAnalysis& out,
+                                   uint16_t roce_port = 4791);
 
 [[nodiscard]] std::string format_analysis_text(const CaptureAnalysis& a);
 [[nodiscard]] nlohmann::json analysis_json(const CaptureAnalysis& a);
 
 // The `uroce dump --analyze FILE [--json]` command body; returns the exit status.
-int run_analyze(const std::string& path, bool json);
+int run_analyze(const std::string& path, bool json, uint16_t roce_port = 4791);
 
 }  // namespace uroce::cli

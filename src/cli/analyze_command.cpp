@@ -10,9 +10,9 @@
 
 namespace uroce::cli {
 
-int run_analyze(const std::string& path, bool json) {
+int run_analyze(const std::string& path, bool json, uint16_t roce_port) {
   CaptureAnalysis a;
-  if (!analyze_capture(path, a)) {
+  if (!analyze_capture(path, a, roce_port)) {
     fmt::print(stderr, "uroce dump --analyze: cannot read {}: {}\n", path, a.error);
     return kExitUsage;
   }

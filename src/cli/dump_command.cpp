@@ -23,6 +23,7 @@ struct DumpOptions {
   std::string file;
   bool json = false;
   bool analyze = false;
+  uint16_t port = 4791;  // the UDP port RoCE runs on in the capture
 };
 
 bool is_supported(wire::LinkType link) {
@@ -44,7 +45,7 @@ void write_out(fmt::memory_buffer& out) {
 }
 
 int run_dump(const DumpOptions& options) {
-  if (options.analyze) return run_analyze(options.file, options.json);
+  if (options.analyze) return run_analyze(options.file, options.json, options.port);
   wire::PcapReader reader;
   if (!reader.open(options.file)) {
     fmt::print(stderr,
@@ -66,6 +67,7 @@ int run_dump(const DumpOptions& options) {
   out.reserve(kFlushThreshold + 4096);
   wire::CapturedFrame captured;
   wire::RoceFrame frame;
+  frame.roce_port = options.port;
   DumpPacket packet;
   uint64_t roce_packets = 0;
   uint64_t other_frames = 0;
@@ -115,6 +117,10 @@ Subcommand add_dump_command(CLI::App& app) {
   sub->add_option("FILE", options->file, "Capture file (pcap or pcapng)")->required();
   sub->add_flag("--json", options->json,
                 "One JSON object per RoCE packet per line (JSON Lines) instead of text");
+  sub->add_option("--port", options->port,
+                  "UDP port that carries RoCE in the capture (default 4791; the UROCE_UDP_PORT "
+                  "of the devices that were captured)")
+      ->check(CLI::Range(1, 65535));
   sub->add_flag("--analyze", options->analyze,
                 "Summarise per connection: retransmissions and causes, NAKs, RNR, CNPs, gaps, "
                 "throughput");

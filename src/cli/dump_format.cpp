@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <array>
+#include <vector>
 
 #include "wire/icrc.hpp"
 
@@ -102,6 +103,20 @@ std::string_view nak_code_name(uint8_t code) {
   return code < kNames.size() ? kNames[code] : std::string_view{};
 }
 
+bool verify_icrc_at_4791(const wire::RoceFrame& frame) {
+  if (frame.ip.dport == wire::kRoceV2Port) return wire::verify_icrc_ip_datagram(frame.ip_datagram);
+  // uroce on another UDP port computes the ICRC as for 4791 (src/net/udp_device.hpp): check
+  // a copy whose UDP destination port says 4791. Reused buffer: no allocation per packet.
+  static thread_local std::vector<uint8_t> copy;
+  copy.assign(frame.ip_datagram.begin(), frame.ip_datagram.end());
+  const size_t ip_len =
+      frame.ip.ipv6 ? 40 : static_cast<size_t>(copy.empty() ? 0 : (copy[0] & 0xf) * 4);
+  if (copy.size() < ip_len + 8) return false;
+  copy[ip_len + 2] = static_cast<uint8_t>(wire::kRoceV2Port >> 8);
+  copy[ip_len + 3] = static_cast<uint8_t>(wire::kRoceV2Port & 0xff);
+  return wire::verify_icrc_ip_datagram(copy);
+}
+
 void decode_roce(uint64_t frame_number, TimePoint time, const wire::RoceFrame& frame,
                  wire::FrameError frame_status, DumpPacket& out) {
   out.frame_number = frame_number;
@@ -119,7 +134,7 @@ void decode_roce(uint64_t frame_number, TimePoint time, const wire::RoceFrame& f
     out.error = wire::parse_error_name(e);
     return;
   }
-  out.icrc_ok = wire::verify_icrc_ip_datagram(frame.ip_datagram);
+  out.icrc_ok = verify_icrc_at_4791(frame);
 }
 
 void append_text_line(fmt::memory_buffer& out, const DumpPacket& p, Nanos since_first) {

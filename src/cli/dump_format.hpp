@@ -29,6 +29,11 @@ struct DumpPacket {
 void decode_roce(uint64_t frame_number, TimePoint time, const wire::RoceFrame& frame,
                  wire::FrameError frame_status, DumpPacket& out);
 
+// The ICRC check of decode_roce(): exact for port 4791; on another port (a capture of uroce
+// run with UROCE_UDP_PORT) as if the UDP destination port were 4791, which is how uroce
+// computes it there.
+[[nodiscard]] bool verify_icrc_at_4791(const wire::RoceFrame& frame);
+
 // IP ECN codepoint names (RFC 3168): "Not-ECT", "ECT(1)", "ECT(0)", "CE".
 [[nodiscard]] std::string_view ecn_name(uint8_t tos);
 

@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/peer_diagnosis.hpp"
+
 namespace uroce::cli {
 namespace {
 
@@ -143,7 +145,7 @@ std::unique_ptr<OobSocket> OobSocket::connect_to(const std::string& host, uint16
     std::this_thread::sleep_for(kConnectRetry);
   }
   ::freeaddrinfo(res);
-  error = fmt::format("couldn't connect to {}:{}: {}", host, port, std::strerror(last_errno));
+  error = connect_error_text(host, port, last_errno);
   return nullptr;
 }
 
@@ -199,6 +201,14 @@ bool OobSocket::recv_line(std::string& line, Deadline deadline) {
     }
     if (!fill(deadline, closed) && (closed || poll_timeout_ms(deadline) == 0)) return false;
   }
+}
+
+bool OobSocket::peer_closed() const {
+  pollfd p{fd_, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0) return true;
+  char c = 0;
+  return ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 bool OobSocket::try_recv_line(std::string& line, bool& closed) {

@@ -31,7 +31,9 @@ class OobSocket {
   // accepts one connection and closes the listener. On failure returns null and sets `error`.
   static std::unique_ptr<OobSocket> accept_one(uint16_t port, Deadline deadline,
                                                std::string& error);
-  // Connects to host:port, retrying every 100 ms while the server is not listening yet.
+  // Connects to host:port, retrying every 100 ms while the server is not listening yet and
+  // `deadline` has not passed (no deadline: one try). The error names the cause
+  // ("connection refused by HOST:PORT: is the server running?").
   static std::unique_ptr<OobSocket> connect_to(const std::string& host, uint16_t port,
                                                Deadline deadline, std::string& error);
   ~OobSocket();
@@ -43,6 +45,9 @@ class OobSocket {
   // Newline-framed text messages (the JSON of `uroce perf`).
   [[nodiscard]] bool send_line(const std::string& line);
   [[nodiscard]] bool recv_line(std::string& line, Deadline deadline);
+  // True once the peer closed the connection (or it broke); reads nothing that is queued.
+  // For watching the side channel while the data path runs.
+  [[nodiscard]] bool peer_closed() const;
   // A complete line if one is already buffered or readable without blocking.
   [[nodiscard]] bool try_recv_line(std::string& line, bool& closed);
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "cli/peer_diagnosis.hpp"
 #include "cli/perf_pattern.hpp"
 #include "cli/perf_run.hpp"
 
@@ -28,10 +29,40 @@ constexpr auto kStallLimit = std::chrono::seconds(10);
 // already arrived (the device copies a packet with memcpy, whose byte order is unspecified).
 constexpr auto kSettleLimit = std::chrono::milliseconds(100);
 constexpr Nanos kEventWait = std::chrono::milliseconds(100);
+// How often the loops look whether the server closed the side channel (its process died).
+constexpr int64_t kChannelWatchNs = 10'000'000;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
+}
+
+// The server never writes to the side channel during a run, so a readable end means it
+// closed: its process is gone. Checked every kChannelWatchNs, not per completion.
+class ChannelWatch {
+ public:
+  explicit ChannelWatch(const OobSocket& sock) : sock_(sock) {}
+  bool server_gone(PerfOutcome& out) {
+    const int64_t t = now_ns();
+    if (t - last_ < kChannelWatchNs) return false;
+    last_ = t;
+    if (!sock_.peer_closed()) return false;
+    out.ok = false;
+    out.error =
+        "the server closed the side channel during the run: its process is gone (killed or "
+        "crashed)";
+    return true;
+  }
+
+ private:
+  const OobSocket& sock_;
+  int64_t last_ = 0;
+};
+
+std::string no_completion(PerfContext& ctx, int q, bool sends_outstanding) {
+  return fmt::format("no completion for {} s: {}", kStallLimit.count(),
+                     stall_reason(ctx.dev(), ctx.qpn(q), ctx.remote()[static_cast<size_t>(q)].gid,
+                                  sends_outstanding, ctx.setup().mtu));
 }
 
 // Time that counts for the measurement: the pauses for --verify round trips are left out.
@@ -98,7 +129,9 @@ class WindowRunner {
     clock_ = ActiveClock();
     int64_t last_progress = now_ns();
     std::array<Wc, 64> wcs;
+    ChannelWatch watch(sock_);
     while (!finished()) {
+      if (watch.server_gone(out_)) return;
       if (s_.duration > 0 && !stopping_ &&
           clock_.elapsed() >= static_cast<int64_t>(s_.duration * 1e9)) {
         stop_posting();
@@ -125,8 +158,11 @@ class WindowRunner {
         samples_.push_back({total_done(), t});
         last_progress = now_ns();
       } else if (now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
-        fail(fmt::format("no completion for {} s: the peer is gone or packets are lost",
-                         kStallLimit.count()));
+        int stalled = 0;
+        for (int q = 0; q < qps_; ++q) {
+          if (posted_[static_cast<size_t>(q)] > done_[static_cast<size_t>(q)]) stalled = q;
+        }
+        fail(no_completion(ctx_, stalled, true));
         return;
       }
       if (rounds_ && round_complete() && !end_round()) return;
@@ -340,14 +376,17 @@ class WindowRunner {
 
 // Waits until the last byte of `buf` is `seq`, then (under --verify) until the rest is the
 // pattern too, within kSettleLimit. Returns false on a wrong message.
-bool await_bytes(device::Device& dev, std::span<const uint8_t> buf, uint8_t seq,
-                 const int64_t& stall_deadline, bool verify, uint64_t id, std::string& error) {
+bool await_bytes(PerfContext& ctx, ChannelWatch& watch, std::span<const uint8_t> buf, uint8_t seq,
+                 const int64_t& stall_deadline, bool verify, uint64_t id, PerfOutcome& out) {
   const uint8_t* last = &buf[buf.size() - 1];
   while (std::atomic_ref<const uint8_t>(*last).load(std::memory_order_acquire) != seq) {
     // Move packets from this thread too: on a loaded host the progress thread may not run.
-    if (!dev.progress()) std::this_thread::yield();
+    if (!ctx.dev().progress()) std::this_thread::yield();
+    if (watch.server_gone(out)) return false;
     if (now_ns() > stall_deadline) {
-      error = "no reply for 10 s: the peer is gone or packets are lost";
+      out.error = fmt::format(
+          "no reply for {} s: {}", kStallLimit.count(),
+          stall_reason(ctx.dev(), ctx.qpn(0), ctx.remote()[0].gid, false, ctx.setup().mtu));
       return false;
     }
   }
@@ -357,13 +396,15 @@ bool await_bytes(device::Device& dev, std::span<const uint8_t> buf, uint8_t seq,
     const auto bad = check_pattern(buf.first(buf.size() - 1), id);
     if (!bad) return true;
     if (now_ns() > settle) {
-      error = fmt::format("verify: wrong byte at offset {}", *bad);
+      out.error = fmt::format("verify: wrong byte at offset {}", *bad);
       return false;
     }
   }
 }
 
-void run_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, PerfOutcome& out) {
+void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
+                  PerfOutcome& out) {
+  ChannelWatch watch(sock);
   const PerfSetup& s = ctx.setup();
   const bool write = test.verb == PerfVerb::kWrite;
   const bool ud = s.conn == PerfConnection::kUd;
@@ -406,9 +447,10 @@ void run_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, PerfOutcome& o
           sent = true;
         }
       }
+      if (watch.server_gone(out)) return;
       if (n < 0 || now_ns() > stall_deadline) {
         out.ok = false;
-        out.error = "no completion for 10 s: the peer is gone or packets are lost";
+        out.error = n < 0 ? std::string("polling the CQ failed") : no_completion(ctx, 0, !sent);
         return;
       }
     }
@@ -419,8 +461,8 @@ void run_pingpong(PerfContext& ctx, PerfTest test, uint64_t size, PerfOutcome& o
           fmt::format("reply {} is {} bytes, expected {}", it, recv_len, size + recv_offset);
       return;
     }
-    if (!await_bytes(ctx.dev(), reply, pingpong_seq(it), stall_deadline, s.verify,
-                     perf_pattern_id(1, it, size), out.error)) {
+    if (!await_bytes(ctx, watch, reply, pingpong_seq(it), stall_deadline, s.verify,
+                     perf_pattern_id(1, it, size), out)) {
       out.ok = false;
       out.error = fmt::format("iteration {}: {}", it, out.error);
       return;
@@ -465,7 +507,7 @@ void run_client_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t 
                      PerfOutcome& out) {
   if (test.kind == PerfKind::kLatency &&
       (test.verb == PerfVerb::kWrite || test.verb == PerfVerb::kSend)) {
-    run_pingpong(ctx, test, size, out);
+    run_pingpong(ctx, sock, test, size, out);
     return;
   }
   WindowRunner(ctx, sock, test, size, out).run(gbits);

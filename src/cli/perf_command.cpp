@@ -13,6 +13,7 @@
 
 #include "cli/command.hpp"
 #include "cli/oob_socket.hpp"
+#include "cli/peer_diagnosis.hpp"
 #include "cli/perf_context.hpp"
 #include "cli/perf_options.hpp"
 #include "cli/perf_perftest.hpp"
@@ -28,7 +29,6 @@ constexpr const char* kCommand = "uroce perf";
 constexpr uint64_t kVerifyRingBytes = 16ull << 20;  // per side, --verify write/read rings
 constexpr uint64_t kSendRingBytes = 64ull << 20;    // per side, --verify send rings
 constexpr int kDefInlineLat = 220;                  // perftest's DEF_INLINE_WRITE
-constexpr double kConnectWait = 30;                 // seconds a client retries the server
 constexpr uint64_t kUdGrh = 40;
 
 int usage_error(const std::string& message) {
@@ -157,7 +157,8 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
 
 int run_client(PerfOptions& o) {
   std::string error;
-  auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(kConnectWait), error);
+  // A refused connection is retried only within --timeout (the server may still be starting).
+  auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return failure(error);
   auto dev = open_cli_device(o.device, sock->local_address(), error);
   if (!dev) return failure(error);
@@ -168,7 +169,11 @@ int run_client(PerfOptions& o) {
   if (!gid) return failure(error);
   device::PortAttr port;
   if (const auto st = dev->query_port(gid->port, port); !st) return failure(st.message());
-  const uint32_t mtu = o.mtu.value_or(transport::mtu_bytes(port.active_mtu));
+  const uint32_t active = transport::mtu_bytes(port.active_mtu);
+  std::string mtu_note;
+  const uint32_t mtu =
+      clamp_path_mtu(*dev, gid->port, o.mtu.value_or(active), std::nullopt, &mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kCommand, mtu_note);
   if (o.conn == PerfConnection::kUd && o.test.verb == PerfVerb::kSend) {
     const uint64_t ud_mtu = std::min<uint64_t>(mtu, ud_max_message(*dev));
     if (o.all_sizes) std::erase_if(o.sizes, [&](uint64_t z) { return z > ud_mtu; });
@@ -189,9 +194,27 @@ int run_client(PerfOptions& o) {
     return failure("the server closed the side channel during setup");
   }
   const auto reply = nlohmann::json::parse(line, nullptr, false);
+  // An IPv6 GID toward an IPv4 server (or the reverse) never gets a packet through: the
+  // server refuses and sends its GID, so this side says it in its own terms too.
+  if (!reply.is_discarded() && reply.is_object() && reply.contains("gid_mismatch")) {
+    if (const auto theirs = net::IpAddr::parse(reply.value("gid_mismatch", std::string()))) {
+      if (const std::string why = gid_family_mismatch(ctx->dev(), *gid, theirs->bytes);
+          !why.empty()) {
+        return failure(why);
+      }
+    }
+  }
   if (reply.is_discarded() || !reply.value("ok", false)) {
     return failure("server: " + (reply.is_discarded() ? std::string("garbage")
                                                       : reply.value("error", std::string("?"))));
+  }
+  // The server lowers the path MTU to its own active MTU (perftest's check_mtu: the
+  // smaller of both sides').
+  if (const uint32_t peer_mtu = reply.value("mtu", setup.mtu); peer_mtu < setup.mtu) {
+    fmt::print(stderr, "{}: the server's active MTU is {}: using {} instead of {}\n", kCommand,
+               peer_mtu, peer_mtu, setup.mtu);
+    setup.mtu = peer_mtu;
+    ctx->set_mtu(peer_mtu);
   }
   std::vector<PerfQpInfo> remote;
   for (const auto& q : reply.value("qps", nlohmann::json::array())) {
@@ -218,9 +241,11 @@ int run_client(PerfOptions& o) {
     const bool lat = o.test.kind == PerfKind::kLatency;
     const std::string result_line = lat ? lat_line(out.lat) : bw_line(out.bw);
     const nlohmann::json result = lat ? to_json(out.lat) : to_json(out.bw, o.report_gbits);
-    nlohmann::json end = {
-        {"cmd", "end"}, {"sent", out.sent}, {"line", result_line}, {"result", result}};
+    // ok/error: the server fails too when the client's side of the transfer failed.
+    nlohmann::json end = {{"cmd", "end"},     {"sent", out.sent}, {"line", result_line},
+                          {"result", result}, {"ok", out.ok},     {"error", out.error}};
     if (!sock->send_line(end.dump()) || !sock->recv_line(line, deadline_after(60))) {
+      if (!out.ok) return failure(fmt::format("{} bytes: {}", size, out.error));
       return failure("the server closed the side channel");
     }
     const auto server = nlohmann::json::parse(line, nullptr, false);
@@ -286,6 +311,18 @@ int run_server(PerfOptions& o) {
   o.atomic = setup.atomic;
   const auto gid = choose_gid(*dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return refuse(error);
+  if (!setup.qps.empty()) {
+    if (const std::string why = gid_family_mismatch(*dev, *gid, setup.qps[0].gid); !why.empty()) {
+      net::IpAddr ours;
+      ours.bytes = gid->gid;
+      (void)sock->send_line(
+          nlohmann::json{{"ok", false}, {"error", why}, {"gid_mismatch", ours.to_string()}}.dump());
+      return failure(why);
+    }
+  }
+  std::string mtu_note;
+  setup.mtu = clamp_path_mtu(*dev, gid->port, setup.mtu, std::nullopt, &mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kCommand, mtu_note);
   const std::vector<PerfQpInfo> remote = setup.qps;
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
   if (!ctx || !prepare_receives(*ctx, o.test, true, error) || !ctx->connect(remote, error)) {
@@ -293,7 +330,7 @@ int run_server(PerfOptions& o) {
   }
   nlohmann::json qps = nlohmann::json::array();
   for (const PerfQpInfo& q : ctx->local_info()) qps.push_back(to_json(q));
-  if (!sock->send_line(nlohmann::json{{"ok", true}, {"qps", qps}}.dump())) {
+  if (!sock->send_line(nlohmann::json{{"ok", true}, {"qps", qps}, {"mtu", setup.mtu}}.dump())) {
     return failure("the client closed the side channel");
   }
   if (!o.json) print_banner(o, setup, *ctx);

@@ -35,6 +35,8 @@ class PerfContext {
   [[nodiscard]] device::Device& dev() { return *dev_; }
   [[nodiscard]] const device::Device& dev() const { return *dev_; }
   [[nodiscard]] const PerfSetup& setup() const { return setup_; }
+  // Before connect(): the path MTU both sides agreed on (the smaller active MTU).
+  void set_mtu(uint32_t bytes) { setup_.mtu = bytes; }
   [[nodiscard]] const GidChoice& gid() const { return gid_; }
   [[nodiscard]] uint32_t qpn(int q) const { return qpns_[static_cast<size_t>(q)]; }
   [[nodiscard]] int qp_index(uint32_t qpn) const;  // -1 if not ours

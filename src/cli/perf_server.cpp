@@ -312,6 +312,10 @@ bool serve_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
       st.end = std::move(msg);
     }
   }
+  // The client's side failed (a stall, a wrong byte it checked): so did this transfer.
+  if (!st.end.value("ok", true)) {
+    st.fail("client: " + st.end.value("error", std::string("the transfer failed")));
+  }
   end_line = st.end.value("line", std::string());
   reply = st.reply();
   reply["result"] = st.end.value("result", nlohmann::json());

@@ -9,6 +9,7 @@
 // the local side channel first and prints "local address" after that.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include "cli/command.hpp"
 #include "cli/oob_socket.hpp"
+#include "cli/peer_diagnosis.hpp"
 #include "cli/perf_run.hpp"
 #include "cli/pingpong_dest.hpp"
 #include "cli/verbs_setup.hpp"
@@ -235,7 +237,10 @@ bool exchange(OobSocket& sock, bool server, const std::vector<PingpongDest>& min
   };
   std::array<char, 5> done = {'d', 'o', 'n', 'e', '\0'};
   if (server) {
-    if (!read_theirs() || !connect(theirs) || !send_mine()) return false;
+    if (!read_theirs()) return false;
+    // Our address goes out even when connecting failed, so the client can tell its cause.
+    const bool connected = connect(theirs);
+    if (!send_mine() || !connected) return false;
     // rdma-core's client answers with "done"; a peer that just closes is fine too.
     (void)sock.recv_all(done, deadline);
     return true;
@@ -248,6 +253,10 @@ bool connect_ctx(Pingpong& pp, const PingpongOptions& o, uint32_t my_psn_base,
                  std::string& error) {
   if (rem.empty() || rem[0].gid == GidBytes{}) {
     error = "the peer sent no GID; RoCE needs one: run the peer with -g <gid index>";
+    return false;
+  }
+  if (const std::string why = gid_family_mismatch(*pp.dev, pp.gid, rem[0].gid); !why.empty()) {
+    error = why;
     return false;
   }
   const auto mtu = mtu_from_bytes(o.mtu);
@@ -302,7 +311,7 @@ int run_pingpong(PingpongOptions& o) {
   std::string error;
   std::unique_ptr<OobSocket> sock =
       server ? OobSocket::accept_one(o.port, std::nullopt, error)
-             : OobSocket::connect_to(o.host, o.port, deadline_after(30), error);
+             : OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return fail(error);
   // After the side channel: without -d, the device is the one the peer reaches us on.
   pp.dev = open_cli_device(o.device, sock->local_address(), error);
@@ -317,6 +326,10 @@ int run_pingpong(PingpongOptions& o) {
   const auto gid = choose_gid(*pp.dev, o.ib_port, o.gid_index, sock->local_address(), error);
   if (!gid) return fail(error);
   pp.gid = *gid;
+  // rdma-core's exchange carries no MTU: clamp to our own port's active MTU and say so.
+  std::string mtu_note;
+  o.mtu = clamp_path_mtu(*pp.dev, pp.gid.port, o.mtu, std::nullopt, &mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kCommand, mtu_note);
   if (!init_ctx(pp, o.events, error)) return fail(error);
   const int routs_initial = pp.post_recv(pp.rx_depth);
   if (routs_initial < pp.rx_depth)
@@ -362,10 +375,11 @@ int run_pingpong(PingpongOptions& o) {
     if (ne == 0) {
       std::this_thread::yield();  // let the device's progress thread have the core
       if (Clock::now() - last_progress > kStallLimit) {
-        return fail(
-            fmt::format("no completion for {} s after {} receives and {} sends: the "
-                        "peer is gone or packets were lost",
-                        kStallLimit.count(), rcnt, scnt));
+        const bool sending = std::any_of(pending.begin(), pending.end(),
+                                         [](uint64_t p) { return (p & kSendWrid) != 0; });
+        return fail(fmt::format(
+            "no completion for {} s after {} receives and {} sends: {}", kStallLimit.count(), rcnt,
+            scnt, stall_reason(*pp.dev, pp.qpns[0], pp.remote[0].gid, sending, o.mtu)));
       }
       continue;
     }

@@ -114,6 +114,9 @@ class Device {
   // ---- Counters (snapshots).
   [[nodiscard]] transport::Counters counters() const;
   [[nodiscard]] std::optional<transport::Counters> qp_counters(uint32_t qpn) const;
+  // The PacketIo's drop/ICMP counters and what the network said about one peer.
+  [[nodiscard]] IoCounters io_counters() const { return io_->io_counters(); }
+  [[nodiscard]] PathReport path_report(const Gid& peer) const { return io_->path_report(peer); }
 
   // One progress pass from the caller's thread (rx, timers, tx, events) if the I/O is free.
   // Returns true when it did any work. For drivers without the progress thread.

@@ -39,6 +39,28 @@ struct RxPacket {
 // Room for any packet the engine builds or accepts: a 4096-byte payload plus headers.
 inline constexpr size_t kPacketBufferSize = 4096 + 128;
 
+// What the network said about the packets sent to one peer address since the device opened
+// (ICMP errors the UDP socket reports through IP_RECVERR, EMSGSIZE from the local stack):
+// the evidence that tells a firewall from a closed port or a too-small path MTU when a QP
+// stalls (telemetry/explain.hpp).
+struct PathReport {
+  uint64_t port_unreachable = 0;  // ICMP port unreachable: nothing listens on the UDP port
+  uint64_t unreachable = 0;       // ICMP host/net unreachable, administratively prohibited
+  uint64_t too_big = 0;           // ICMP fragmentation needed / packet too big, local EMSGSIZE
+  uint32_t mtu = 0;               // the path MTU the last too_big named (0: not said)
+  uint16_t udp_port = 4791;       // the UDP port this device sends RoCE to
+};
+
+// Device-wide I/O drop and ICMP counters, exported next to the engine's (`uroce stat`,
+// /metrics): names in telemetry's published_counter_names().
+struct IoCounters {
+  uint64_t tx_drop_too_big = 0;  // EMSGSIZE: larger than the path MTU with DF set
+  uint64_t tx_drop_error = 0;    // other send errors that retrying cannot fix
+  uint64_t icmp_port_unreachable = 0;
+  uint64_t icmp_unreachable = 0;
+  uint64_t icmp_too_big = 0;
+};
+
 class PacketIo {
  public:
   virtual ~PacketIo() = default;
@@ -53,6 +75,10 @@ class PacketIo {
   // an address vector chooses the source address, so the device refuses an AV whose
   // source this driver cannot send from. Thread-safe.
   [[nodiscard]] virtual bool can_send_from(const Gid& source) const = 0;
+
+  // Thread-safe; read when explaining a stall and when publishing counters, never per packet.
+  [[nodiscard]] virtual PathReport path_report(const Gid& /*peer*/) const { return {}; }
+  [[nodiscard]] virtual IoCounters io_counters() const { return {}; }
 };
 
 }  // namespace uroce::device

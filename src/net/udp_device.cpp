@@ -18,9 +18,11 @@ namespace uroce::net {
 // ---------------------------------------------------------------------------------------
 // UdpPacketIo
 
-UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port)
+UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port,
+                         std::shared_ptr<PathErrorLog> path_log)
     : ports_(std::move(ports)),
       udp_port_(udp_port),
+      path_log_(std::move(path_log)),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 UdpPacketIo::~UdpPacketIo() {
@@ -36,6 +38,21 @@ UdpPort* UdpPacketIo::port_for(const std::array<uint8_t, 16>& src) const {
 
 bool UdpPacketIo::can_send_from(const device::Gid& source) const {
   return port_for(source) != nullptr;
+}
+
+device::PathReport UdpPacketIo::path_report(const device::Gid& peer) const {
+  if (!path_log_) {
+    device::PathReport none;
+    none.udp_port = udp_port_;
+    return none;
+  }
+  IpAddr a;
+  a.bytes = peer;
+  return path_log_->report(a, udp_port_);
+}
+
+device::IoCounters UdpPacketIo::io_counters() const {
+  return path_log_ ? path_log_->totals() : device::IoCounters{};
 }
 
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
@@ -127,10 +144,16 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
     ts.tv_nsec = timeout.count() % 1'000'000'000;
     tsp = &ts;
   }
-  if (ppoll(fds.data(), n, tsp, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
+  if (ppoll(fds.data(), n, tsp, nullptr) <= 0) return;
+  if ((fds[0].revents & POLLIN) != 0) {
     uint64_t v = 0;
     while (read(wake_fd_, &v, sizeof v) < 0 && errno == EINTR) {
     }
+  }
+  // An ICMP error queued by IP_RECVERR keeps POLLERR up until read: read it here, or the
+  // progress thread would never sleep.
+  for (size_t i = 1; i < n; ++i) {
+    if ((fds[i].revents & POLLERR) != 0) ports_[i - 1]->drain_errors();
   }
 }
 
@@ -273,6 +296,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   }
 
   std::vector<std::unique_ptr<UdpPort>> udp_ports;
+  auto path_log = std::make_shared<PathErrorLog>();
   int slot = options.slot;
   for (const BindTarget& t : targets) {
     UdpPortConfig cfg;
@@ -283,6 +307,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     cfg.slot = slot;
     cfg.registry_dir = options.registry_dir;
     cfg.per_qp_source_port = options.per_qp_source_port;
+    cfg.path_log = path_log.get();
     auto opened = UdpPort::open(cfg);
     if (!opened) {
       if (options.bind.empty() && opened.error().code == EADDRNOTAVAIL) continue;
@@ -322,10 +347,11 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.seed = seed;
 
   std::string telemetry_error;
-  config.observer = telemetry::observer_from_env(name, &telemetry_error);
+  config.observer = telemetry::observer_from_env(name, &telemetry_error, options.udp_port);
   if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
-  auto io = std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port);
+  auto io =
+      std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port, std::move(path_log));
   return std::make_unique<device::Device>(std::move(config), std::move(io));
 }
 

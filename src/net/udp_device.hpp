@@ -37,7 +37,9 @@ namespace uroce::net {
 class UdpPacketIo final : public device::PacketIo {
  public:
   // `ports` all own the same QPN slot (or none share); `udp_port` is their bound port.
-  UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port);
+  // `path_log`: where the ports record ICMP errors (null: none kept).
+  UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port,
+              std::shared_ptr<PathErrorLog> path_log = nullptr);
   ~UdpPacketIo() override;
 
   size_t rx_burst(std::span<device::RxPacket> out) override;
@@ -46,6 +48,8 @@ class UdpPacketIo final : public device::PacketIo {
   void wait(Nanos timeout, bool want_write) override;
   void wake() override;
   [[nodiscard]] bool can_send_from(const device::Gid& source) const override;
+  [[nodiscard]] device::PathReport path_report(const device::Gid& peer) const override;
+  [[nodiscard]] device::IoCounters io_counters() const override;
 
   [[nodiscard]] const std::vector<std::unique_ptr<UdpPort>>& ports() const { return ports_; }
 
@@ -54,6 +58,7 @@ class UdpPacketIo final : public device::PacketIo {
 
   std::vector<std::unique_ptr<UdpPort>> ports_;
   uint16_t udp_port_;
+  std::shared_ptr<PathErrorLog> path_log_;
   int wake_fd_ = -1;
   size_t next_rx_port_ = 0;  // round-robin start, so one busy address cannot starve another
   std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};

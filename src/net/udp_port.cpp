@@ -109,6 +109,7 @@ NetResult<bool> UdpPort::create_socket() {
     setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
     setsockopt(fd_, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
   } else {
     const int pmtu = IPV6_PMTUDISC_DO;
     setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
@@ -116,6 +117,7 @@ NetResult<bool> UdpPort::create_socket() {
     setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
     setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
     setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one);
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVERR, &one, sizeof one);
   }
   SockAddr local = SockAddr::make(config_.local, config_.port, config_.scope_id);
   if (bind(fd_, local.get(), local.len) != 0) return bind_error(errno);
@@ -448,10 +450,12 @@ int UdpPort::socket_for_sport(uint16_t sport) {
   if (family_ == AF_INET) {
     const int pmtu = IP_PMTUDISC_DO;
     setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
   } else {
     const int pmtu = IPV6_PMTUDISC_DO;
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVERR, &one, sizeof one);
   }
   SockAddr local = SockAddr::make(config_.local, sport, config_.scope_id);
   if (bind(fd, local.get(), local.len) != 0) {
@@ -465,6 +469,7 @@ int UdpPort::socket_for_sport(uint16_t sport) {
 
 size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
   size_t i = 0;
+  size_t resent = pkts.size();  // the datagram already sent again after a reported ICMP error
   while (i < pkts.size()) {
     // One sendmmsg per run of datagrams leaving through the same socket. A datagram whose
     // source port cannot be had leaves through the main socket (and counts once it is sent).
@@ -505,11 +510,27 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
         ++counters_.tx_would_block;
         return i;
       }
+      // IP_RECVERR: an ICMP error about an earlier datagram is reported by this call; the
+      // datagram at hand is fine. Record the error and send it once more.
+      if (is_reported_icmp_error(err) && resent != i) {
+        // A socket with a tiny receive buffer (the send-only ones) may have had no room to
+        // queue the ICMP message: the errno still says what it was, for this peer.
+        if (drain_error_queue(fd, config_.path_log) == 0 && config_.path_log != nullptr) {
+          IpAddr dst;
+          dst.bytes = pkts[i].ip.dst;
+          config_.path_log->record_errno(err, dst);
+        }
+        resent = i;
+        continue;
+      }
       // The first datagram of the run failed for good: drop it, count why, go on.
       if (err == EMSGSIZE) {
+        (void)drain_error_queue(fd, config_.path_log);  // the local error names the MTU
         ++counters_.tx_drop_too_big;
+        if (config_.path_log != nullptr) config_.path_log->count_tx_too_big();
       } else {
         ++counters_.tx_drop_error;
+        if (config_.path_log != nullptr) config_.path_log->count_tx_error();
       }
       ++i;
       continue;
@@ -631,7 +652,12 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   }
   int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
   if (rc <= 0) {
-    if (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.rx_errors;
+    const int err = errno;
+    if (rc < 0 && is_reported_icmp_error(err)) {
+      (void)drain_error_queue(fd_, config_.path_log);  // IP_RECVERR: not a receive failure
+    } else if (rc < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+      ++counters_.rx_errors;
+    }
     return 0;
   }
   size_t kept = 0;

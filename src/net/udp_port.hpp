@@ -41,6 +41,7 @@
 
 #include "common/time.hpp"
 #include "net/ip_addr.hpp"
+#include "net/path_errors.hpp"
 #include "net/result.hpp"
 #include "net/reuseport_program.hpp"
 #include "net/reuseport_registry.hpp"
@@ -62,6 +63,9 @@ struct UdpPortConfig {
   std::string registry_dir;        // empty: RegistryFile::default_dir()
   bool per_qp_source_port = true;  // send-only sockets for sport != port
   size_t max_source_port_sockets = 256;
+  // ICMP errors and EMSGSIZE of every socket of this port are recorded here (may be null;
+  // must outlive the port).
+  PathErrorLog* path_log = nullptr;
 };
 
 struct TxDatagram {
@@ -147,6 +151,8 @@ class UdpPort {
   // exited (pidfd), prunes dead members, re-verifies this member's position after a crash.
   // Cheap when nothing changed (one poll, one pread). No-op for an unshared port.
   void maintain();
+  // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
+  void drain_errors() { (void)drain_error_queue(fd_, config_.path_log); }
 
   [[nodiscard]] QpnRange qpn_range() const { return qpn_range_; }
   [[nodiscard]] std::optional<uint32_t> slot() const { return slot_; }

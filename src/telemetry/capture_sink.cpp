@@ -26,7 +26,8 @@ std::map<std::string, std::weak_ptr<CaptureSink>>& registry() {
 
 }  // namespace
 
-std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::string* error) {
+std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::string* error,
+                                               uint16_t udp_port) {
   std::lock_guard lock(registry_mu());
   if (auto existing = registry()[path].lock()) return existing;
   auto sink = std::shared_ptr<CaptureSink>(new CaptureSink());
@@ -35,6 +36,7 @@ std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::str
     return nullptr;
   }
   sink->path_ = path;
+  sink->udp_port_ = udp_port;
   registry()[path] = sink;
   return sink;
 }
@@ -46,7 +48,9 @@ CaptureSink::~CaptureSink() {
 
 void CaptureSink::write(const transport::PacketMeta& meta, std::span<const uint8_t> roce,
                         TimePoint t) {
-  if (writer_.write_roce(t, meta.ip, meta.tos, roce)) ++frames_;
+  wire::IpContext ip = meta.ip;
+  if (ip.dport == wire::kRoceV2Port) ip.dport = udp_port_;
+  if (writer_.write_roce(t, ip, meta.tos, roce)) ++frames_;
 }
 
 void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {

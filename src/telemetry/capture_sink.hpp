@@ -28,7 +28,11 @@ namespace uroce::telemetry {
 class CaptureSink {
  public:
   // The process' sink for `path` (created and truncated on first use); null with *error.
-  static std::shared_ptr<CaptureSink> open(const std::string& path, std::string* error);
+  // `udp_port`: the port the device really uses. The engine sees every packet as sent to
+  // 4791 (src/net/udp_device.hpp translates), so frames get `udp_port` written instead:
+  // the capture shows what was on the wire (decode it with `uroce dump --port N`).
+  static std::shared_ptr<CaptureSink> open(const std::string& path, std::string* error,
+                                           uint16_t udp_port = wire::kRoceV2Port);
   ~CaptureSink();
 
   void write_sent(std::span<const transport::TxSlot> pkts);
@@ -44,6 +48,7 @@ class CaptureSink {
   mutable std::mutex mu_;
   wire::PcapWriter writer_;
   std::string path_;
+  uint16_t udp_port_ = wire::kRoceV2Port;
   uint64_t frames_ = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -27,10 +28,16 @@ uint64_t unix_ns() {
 
 // Appends the aliases and tracker values to the engine's counters, in the order of
 // published_counter_names().
-std::vector<uint64_t> published_values(const transport::Counters& c, uint64_t acks) {
+std::vector<uint64_t> published_values(const transport::Counters& c, const device::IoCounters& io,
+                                       uint64_t acks) {
   std::vector<uint64_t> v(c.values.begin(), c.values.end());
   v.push_back(c[Counter::kOutOfSeqRequest]);      // mlx5 out_of_sequence
   v.push_back(c[Counter::kRetryRnrExceededErr]);  // mlx5 rnr_nak_retry_err
+  v.push_back(io.tx_drop_too_big);
+  v.push_back(io.tx_drop_error);
+  v.push_back(io.icmp_port_unreachable);
+  v.push_back(io.icmp_unreachable);
+  v.push_back(io.icmp_too_big);
   v.push_back(acks);
   return v;
 }
@@ -67,6 +74,10 @@ const std::vector<std::string>& published_counter_names() {
     std::vector<std::string> n(transport::kCounterNames.begin(), transport::kCounterNames.end());
     n.emplace_back("out_of_sequence");
     n.emplace_back("rnr_nak_retry_err");
+    for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
+                           "icmp_unreachable", "icmp_too_big"}) {
+      n.emplace_back(io);
+    }
     n.emplace_back("acks_rcvd");
     return n;
   }();
@@ -96,7 +107,7 @@ std::shared_ptr<DeviceTelemetry> DeviceTelemetry::create(TelemetryOptions option
     }
   }
   if (!t->options_.capture.empty()) {
-    t->capture_ = CaptureSink::open(t->options_.capture, error);
+    t->capture_ = CaptureSink::open(t->options_.capture, error, t->options_.udp_port);
     if (!t->capture_) return nullptr;
   }
   if (!t->options_.metrics.empty()) {
@@ -129,7 +140,7 @@ void DeviceTelemetry::on_rx(TimePoint now, std::span<const device::RxPacket> rec
   if (!options_.measure_rtt) return;
   std::lock_guard lock(qp_mu_);
   for (const device::RxPacket& p : received) {
-    rtt_.on_received(now, std::span<const uint8_t>(p.buf.data(), p.len));
+    rtt_.on_received(now, p.meta, std::span<const uint8_t>(p.buf.data(), p.len));
   }
 }
 
@@ -191,9 +202,17 @@ void DeviceTelemetry::on_completion_error(const device::Device& dev, const trans
   const DeviceSnapshot snap = latest_snapshot();
   const QpSnapshot* qp = snap.qp(wc.qp_num);
   if (qp == nullptr) return;
-  const std::string line = "uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
-                           std::string(wc_status_name(status)) + " (" + std::to_string(status) +
-                           "): " + explain_completion(status, snap, *qp);
+  // Retry exceeded: the stall's cause, from the same evidence as the watchdog's warning.
+  const std::string why =
+      wc.status == transport::WcStatus::kRetryExcErr
+          ? "retry_exceeded_err=" + std::to_string(snap.qp_value(*qp, "retry_exceeded_err")) +
+                ": " + explain_stall(snap, *qp, evidence(dev, *qp))
+          : explain_completion(status, snap, *qp) + mtu_hint(wc.status, evidence(dev, *qp));
+  log_line("uroce: " + snap.device + " QP " + std::to_string(wc.qp_num) + ": " +
+           std::string(wc_status_name(status)) + " (" + std::to_string(status) + "): " + why);
+}
+
+void DeviceTelemetry::log_line(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
@@ -234,16 +253,17 @@ DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
       acks = rtt_.acks_received(qpn);
     }
     all_acks += acks;
-    q.values = published_values(*c, acks);
+    q.values = published_values(*c, device::IoCounters{}, acks);
     snap.qps.push_back(std::move(q));
   }
-  snap.values = published_values(dev.counters(), all_acks);
+  snap.values = published_values(dev.counters(), dev.io_counters(), all_acks);
   snap.published_unix_ns = unix_ns();
   return snap;
 }
 
 void DeviceTelemetry::publish(const device::Device& dev) {
   DeviceSnapshot snap = build(dev);
+  check_stalls(device::Device::now(), dev, snap);
   std::lock_guard lock(latest_mu_);
   // ACKs of destroyed QPs stay in the device total.
   if (!latest_.values.empty()) {
@@ -265,9 +285,10 @@ const std::string& DeviceTelemetry::shm_path() const {
 }
 
 std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
-                                                          std::string* error) {
+                                                          std::string* error, uint16_t udp_port) {
   TelemetryOptions o;
   o.device = device;
+  o.udp_port = udp_port;
   std::string bad;
   o.shm = config::env_flag("UROCE_STAT", true, bad);
   if (!bad.empty()) {
@@ -276,7 +297,13 @@ std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& dev
   }
   if (const char* m = std::getenv("UROCE_METRICS")) o.metrics = m;
   if (const char* c = std::getenv("UROCE_CAPTURE")) o.capture = c;
-  if (!o.shm && o.metrics.empty() && o.capture.empty()) return nullptr;
+  std::string watchdog_error;
+  o.watchdog_s = watchdog_seconds_from_env(&watchdog_error);
+  if (!watchdog_error.empty()) {
+    if (error != nullptr) *error = watchdog_error;
+    return nullptr;
+  }
+  if (!o.shm && o.metrics.empty() && o.capture.empty() && o.watchdog_s <= 0) return nullptr;
   return DeviceTelemetry::create(std::move(o), error);
 }
 

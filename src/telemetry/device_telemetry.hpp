@@ -7,7 +7,11 @@
 //   * measures ACK round trips per QP from the packets sent and received (RttTracker);
 //   * writes every packet sent and received to a pcap file when asked;
 //   * logs one explained line per QP and error status when poll_cq returns an error
-//     completion (explain.hpp).
+//     completion (explain.hpp);
+//   * the stall watchdog: at publish time (never per packet), an RC QP whose requests have
+//     timed out with nothing received from its peer for `watchdog_s` gets one explained
+//     warning, once per stall: "uroce: QP 0x11 to 10.0.0.2: no response for 5 s — <cause>".
+//     Programs that retry forever (retry_cnt 7, as perftest and ibv_*_pingpong) learn why.
 // The engine is read only through Device::counters()/qp_counters()/query_qp() on the
 // publishing thread, every few ms; readers (stat, scrapes) never touch the engine.
 //
@@ -20,12 +24,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "device/device.hpp"
 #include "device/observer.hpp"
 #include "telemetry/capture_sink.hpp"
+#include "telemetry/explain.hpp"
 #include "telemetry/metrics_server.hpp"
 #include "telemetry/rtt_tracker.hpp"
 #include "telemetry/shm_segment.hpp"
@@ -36,16 +42,24 @@ struct TelemetryOptions {
   // The device name is the label of its segment and series ("uroce_eth0"); a second device
   // of this name in the process gets "uroce_eth0.1".
   std::string device = "uroce_lo";
-  bool shm = true;          // publish for `uroce stat`
-  std::string metrics;      // ADDR:PORT of the Prometheus endpoint; empty: none
-  std::string capture;      // pcap path; empty: none
-  bool measure_rtt = true;  // parse sent/received BTHs for round trips (cheap, per packet)
+  bool shm = true;           // publish for `uroce stat`
+  std::string metrics;       // ADDR:PORT of the Prometheus endpoint; empty: none
+  std::string capture;       // pcap path; empty: none
+  uint16_t udp_port = 4791;  // the device's real UDP port, written into captures
+  bool measure_rtt = true;   // parse sent/received BTHs for round trips (cheap, per packet)
+  double watchdog_s = 5;     // stall warning after this long; 0: off (UROCE_WATCHDOG)
   std::function<void(const std::string&)> log;  // error-completion lines; empty: stderr
 };
 
+// UROCE_WATCHDOG: unset -> 5 s; "0" or "off" -> off; a positive number -> seconds. Anything
+// else sets *error (the device does not open). The one place the variable is read.
+[[nodiscard]] double watchdog_seconds_from_env(std::string* error);
+
 // Counter names published: the engine's, then mlx5 aliases of rxe counters that count the
 // same event under another name (out_of_sequence = out_of_seq_request, rnr_nak_retry_err =
-// retry_rnr_exceeded_err), then acks_rcvd (ACKs seen by the round-trip tracker).
+// retry_rnr_exceeded_err), then the UDP driver's drops and ICMP errors (tx_drop_too_big,
+// tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big; device-wide, 0 per
+// QP), then acks_rcvd (ACKs seen by the round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();
 
 class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSource {
@@ -70,15 +84,31 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   [[nodiscard]] uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   [[nodiscard]] const CaptureSink* capture() const { return capture_.get(); }
 
+  // Why QP `qpn` gets no answer (explain_stall), from the latest snapshot and the device;
+  // empty if the QP is unknown.
+  [[nodiscard]] std::string diagnose(const device::Device& dev, uint32_t qpn) const;
+
  private:
   struct QpInfo {
     uint8_t last_error_status = 0;
     uint64_t error_completions = 0;
     std::set<uint8_t> explained;  // statuses already logged for this QP
+    // Watchdog, as of the last answer: answers (acks_rcvd), unanswered work (ACK timeouts
+    // + RNR NAKs + sequence NAKs) and RNR NAKs.
+    uint64_t seen_answers = 0;
+    uint64_t seen_pending = 0;
+    uint64_t seen_rnr = 0;
+    std::optional<TimePoint> stall_since;  // first timeout after the last answer
+    bool warned = false;
   };
 
   explicit DeviceTelemetry(TelemetryOptions options);
   DeviceSnapshot build(const device::Device& dev);
+  StallEvidence evidence(const device::Device& dev, const QpSnapshot& qp) const;
+  void check_stalls(TimePoint now, const device::Device& dev, const DeviceSnapshot& snap);
+  void log_line(const std::string& line) const;
+  uint64_t rnr_naks_since_answer(const QpSnapshot& q) const;
+  static std::string mtu_hint(transport::WcStatus status, const StallEvidence& ev);
 
   TelemetryOptions options_;
   std::unique_ptr<ShmPublisher> shm_;
@@ -100,9 +130,14 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
 
 // The observer a driver attaches from the environment: UROCE_STAT=0 turns off the
 // shared-memory segment, UROCE_METRICS=ADDR:PORT serves Prometheus metrics,
-// UROCE_CAPTURE=FILE.pcap captures every packet. Null (and *error, when something was asked
-// for and failed) when nothing is to be observed.
+// UROCE_CAPTURE=FILE.pcap captures every packet, UROCE_WATCHDOG=0 turns off the stall
+// warning. Null (and *error, when something was asked for and failed) when nothing is to be
+// observed.
 [[nodiscard]] std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,
-                                                                        std::string* error);
+                                                                        std::string* error,
+                                                                        uint16_t udp_port = 4791);
+
+// DeviceTelemetry::diagnose of the device's observer; empty without one.
+[[nodiscard]] std::string diagnose_qp(const device::Device& dev, uint32_t qpn);
 
 }  // namespace uroce::telemetry

@@ -82,4 +82,112 @@ std::string explain_completion(uint8_t status, const DeviceSnapshot& snap, const
   }
 }
 
+namespace {
+
+bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
+  for (int i = 0; i < 10; ++i) {
+    if (g[static_cast<size_t>(i)] != 0) return false;
+  }
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+// RoCE v2 headers around the payload of the largest packet: IPv4 20 (IPv6 40) + UDP 8 +
+// BTH 12 + RETH 16 + ICRC 4 (rxe's netdev MTU - active MTU rule leaves 80 for them).
+constexpr uint32_t kRoceHeaders = 80;
+// The most two packets of one connection at the same path MTU differ by: RETH or AtomicETH
+// plus AETH, and IPv6's 20 extra bytes.
+constexpr uint32_t kHeaderSpread = 64;
+
+}  // namespace
+
+uint32_t ib_mtu_fitting(uint32_t ip_mtu) {
+  for (uint32_t m = 4096; m >= 256; m /= 2) {
+    if (m + kRoceHeaders <= ip_mtu) return m;
+  }
+  return 0;
+}
+
+std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
+                          const StallEvidence& ev) {
+  const std::string peer = gid_address(qp.remote_gid);
+  const std::string doctor = "run uroce doctor --peer " + peer;
+  const uint16_t port = ev.path.udp_port;
+  const uint64_t rcvd = snap.qp_value(qp, "rcvd_pkts");
+  const bool peer_v4 = is_v4_mapped(qp.remote_gid);
+  if (peer_v4 != is_v4_mapped(ev.local_gid)) {
+    std::string fix =
+        ev.peer_family_gid_index
+            ? fmt::format("use GID index {} (-g {} / -x {}; see uroce gids)",
+                          *ev.peer_family_gid_index, *ev.peer_family_gid_index,
+                          *ev.peer_family_gid_index)
+            : fmt::format("no GID of this port is {}: give the peer an address of the other family",
+                          peer_v4 ? "IPv4" : "IPv6");
+    return fmt::format(
+        "the QP sends from GID index {} ({}, {}) but {} is an {} address: packets cannot go from "
+        "one IP family to the other — {}",
+        ev.local_gid_index, gid_address(ev.local_gid), peer_v4 ? "IPv6" : "IPv4", peer,
+        peer_v4 ? "IPv4" : "IPv6", fix);
+  }
+  if (ev.rnr_naks > 0) {
+    return fmt::format(
+        "{} answers with {} RNR NAKs (receiver not ready): its application has no receive "
+        "posted for QP {:#x} — post receives before the sender sends (rnr_retry 7 retries "
+        "forever)",
+        peer, ev.rnr_naks, qp.remote_qpn);
+  }
+  if (ev.path.too_big > 0) {
+    const uint32_t fit = ev.path.mtu != 0 ? ib_mtu_fitting(ev.path.mtu) : 0;
+    return fmt::format(
+        "the network refused {} packets to {} as too big (ICMP fragmentation needed or EMSGSIZE"
+        "{}): path MTU {} does not fit this path — {} or raise the MTU on the path",
+        ev.path.too_big, peer, ev.path.mtu != 0 ? fmt::format(", MTU {}", ev.path.mtu) : "",
+        ev.path_mtu, fit != 0 ? fmt::format("use -m {}", fit) : std::string("use a smaller -m"));
+  }
+  if (ev.path.port_unreachable > 0 && rcvd > 0) {
+    return fmt::format(
+        "{} answered {} packets, then reported UDP {} closed (ICMP port unreachable): the peer's "
+        "process is gone or closed its device — restart it",
+        peer, rcvd, port);
+  }
+  if (ev.path.port_unreachable > 0) {
+    return fmt::format(
+        "{} reports that nothing listens on UDP {} (ICMP port unreachable): the peer is not "
+        "running, uses another UDP port (UROCE_UDP_PORT), or a firewall rejects UDP {} — {}",
+        peer, port, port, doctor);
+  }
+  if (ev.path.unreachable > 0) {
+    return fmt::format(
+        "{} is unreachable for UDP {} (ICMP host/network unreachable or administratively "
+        "prohibited): a route or a firewall rejecting UDP {} — {}",
+        peer, port, port, doctor);
+  }
+  if (rcvd == 0) {
+    return fmt::format(
+        "nothing at all came back from {}: UDP {} is dropped on the way (a firewall: nft list "
+        "ruleset | grep {}), the peer uses another UDP port, or there is no route — {}",
+        peer, port, port, doctor);
+  }
+  const uint32_t answered = std::max(ev.sizes.largest_answered, ev.sizes.largest_received);
+  // Packets of one stream differ by their extension headers (RETH 16, AtomicETH 28): only a
+  // gap larger than that is a size that does not get through (IB MTUs differ by 2x).
+  if (ev.sizes.largest_unanswered > answered + kHeaderSpread && ev.sizes.largest_unanswered > 576) {
+    // Packets of `answered` bytes crossed the path: an IB MTU whose SEND packets (IPv4 20 +
+    // UDP 8 + BTH 12 + ICRC 4 around the payload) are no larger is known to fit.
+    uint32_t fit = 0;
+    for (uint32_t m = 4096; m >= 256 && fit == 0; m /= 2) {
+      if (m + 44 <= answered) fit = m;
+    }
+    return fmt::format(
+        "small packets are answered but full-size ones are not: path MTU {} ({}-byte packets) "
+        "but packets over ~{} B get no answer (netdev MTU here {}) — {} or raise the MTU on the "
+        "path; {}",
+        ev.path_mtu, ev.sizes.largest_unanswered, answered, ev.netdev_mtu,
+        fit != 0 ? fmt::format("use -m {}", fit) : std::string("use a smaller -m"), doctor);
+  }
+  return fmt::format(
+      "{} answered {} packets before and then stopped: the peer's process is gone, its QP left "
+      "RTS, or the path started dropping — {}",
+      peer, rcvd, doctor);
+}
+
 }  // namespace uroce::telemetry

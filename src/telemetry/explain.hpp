@@ -8,9 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "device/packet_io.hpp"
+#include "telemetry/rtt_tracker.hpp"
 #include "telemetry/snapshot.hpp"
 
 namespace uroce::telemetry {
@@ -22,5 +25,36 @@ namespace uroce::telemetry {
 // command to run next. `qp` must belong to `snap` (its values are indexed by snap.names).
 [[nodiscard]] std::string explain_completion(uint8_t status, const DeviceSnapshot& snap,
                                              const QpSnapshot& qp);
+
+// What is known about an RC QP whose requests get no answer: its source GID, path MTU, the
+// packet sizes answered and not (RttTracker), and what the network said (ICMP via
+// IP_RECVERR, EMSGSIZE). Filled by DeviceTelemetry from the device.
+struct StallEvidence {
+  std::array<uint8_t, 16> local_gid{};
+  uint32_t local_gid_index = 0;
+  // A GID of the QP's port of the peer address's family (IPv4-mapped or IPv6), if any.
+  std::optional<uint32_t> peer_family_gid_index;
+  uint32_t path_mtu = 0;    // bytes: the QP's path_mtu
+  uint32_t netdev_mtu = 0;  // of the QP's port
+  PacketSizes sizes;
+  device::PathReport path;
+  uint64_t rnr_naks = 0;  // RNR NAKs received since the last answer
+};
+
+// The cause of a stall and its fix, in this order of certainty:
+//   (c) the source GID's family differs from the peer's address (IPv6 GID to an IPv4 peer)
+//       the peer answers with RNR NAKs only: its application posts no receive
+//   (b) the network refused packets as too big (ICMP fragmentation needed, EMSGSIZE)
+//   (d) ICMP port unreachable after answers: the peer process is gone
+//   (a) ICMP port unreachable / unreachable before any answer, or nothing ever came back
+//   (b) smaller packets were answered, the full-size ones are not: path MTU
+//   (d) the peer answered before and then stopped
+// e.g. "nothing at all came back from 10.0.0.2: UDP 4791 is dropped on the way ... — run
+//       uroce doctor --peer 10.0.0.2"
+[[nodiscard]] std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
+                                        const StallEvidence& ev);
+
+// The largest IB MTU (256..4096) whose packets fit an IP MTU of `ip_mtu` bytes; 0: none.
+[[nodiscard]] uint32_t ib_mtu_fitting(uint32_t ip_mtu);
 
 }  // namespace uroce::telemetry

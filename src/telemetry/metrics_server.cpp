@@ -3,8 +3,11 @@
 #include <httplib.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <map>
 
 #include "telemetry/prometheus.hpp"
@@ -67,6 +70,12 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, st
   server->http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("uroce metrics: /metrics\n", "text/plain");
   });
+  // httplib sets SO_REUSEPORT by default, which lets a second process bind the same port
+  // and take half the scrapes: a metrics port must be ours alone, so SO_REUSEADDR only.
+  server->http_->set_socket_options([](int sock) {
+    int one = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  });
   int port = where.port;
   if (where.port == 0) {
     port = server->http_->bind_to_any_port(where.host);
@@ -75,11 +84,20 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, st
   }
   if (port <= 0) {
     if (error != nullptr) {
-      *error = "cannot listen for metrics on " + address + " (address in use or not local)";
+      *error = "cannot listen for metrics on " + address +
+               ": the port is in use (another uroce process?) or the address is not local; "
+               "choose another port, or :0 for any free one";
     }
     return nullptr;
   }
   server->port_ = static_cast<uint16_t>(port);
+  if (where.port == 0) {
+    // Nobody could know the port otherwise.
+    std::fprintf(stderr, "uroce: metrics on http://%s:%u/metrics\n",
+                 where.host.find(':') != std::string::npos ? ("[" + where.host + "]").c_str()
+                                                           : where.host.c_str(),
+                 static_cast<unsigned>(port));
+  }
   server->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
   registry()[address] = server;
   return server;

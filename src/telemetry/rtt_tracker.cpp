@@ -1,5 +1,7 @@
 #include "telemetry/rtt_tracker.hpp"
 
+#include <algorithm>
+
 #include "wire/opcode.hpp"
 
 namespace uroce::telemetry {
@@ -29,6 +31,10 @@ bool has_aeth(uint8_t op) {
   return op == 0x0d || op == 0x0f || op == 0x10 || op == 0x11 || op == 0x12;
 }
 
+uint32_t ip_packet_size(size_t udp_payload, bool ipv6) {
+  return static_cast<uint32_t>(udp_payload + (ipv6 ? 48 : 28));
+}
+
 }  // namespace
 
 void RttTracker::set_peer(uint32_t local_qpn, const std::array<uint8_t, 16>& remote_gid,
@@ -50,6 +56,8 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   if (peer == by_peer_.end()) return;
   QpRtt& q = qps_[peer->second];
   const uint32_t psn = be24(roce.data() + 9);
+  const uint32_t size = ip_packet_size(roce.size(), meta.ip.ipv6);
+  q.sizes.largest_unanswered = std::max(q.sizes.largest_unanswered, size);
   // Karn: a PSN at or before the last one sent is a retransmission; its samples and the
   // later ones are ambiguous now.
   if (q.any_sent && psn_le(psn, q.last_psn)) {
@@ -60,25 +68,38 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   q.last_psn = psn;
   if ((roce[8] & 0x80) == 0) return;
   if (q.pending.size() == kMaxPending) q.pending.pop_front();
-  q.pending.push_back({psn, now});
+  q.pending.push_back({psn, now, size});
 }
 
-void RttTracker::on_received(TimePoint now, std::span<const uint8_t> roce) {
-  if (roce.size() < kBthLen + 4 || !has_aeth(roce[0])) return;
+void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
+                             std::span<const uint8_t> roce) {
+  if (roce.size() < kBthLen) return;
   auto it = qps_.find(be24(roce.data() + 5));
   if (it == qps_.end()) return;
   QpRtt& q = it->second;
+  q.sizes.largest_received =
+      std::max(q.sizes.largest_received, ip_packet_size(roce.size(), meta.ip.ipv6));
+  if (roce.size() < kBthLen + 4 || !has_aeth(roce[0])) return;
   const uint8_t syndrome = roce[kBthLen];
   if ((syndrome >> 5) != 0) return;  // RNR NAK or NAK: not an answer that ends a sample
   ++q.acks;
   const uint32_t psn = be24(roce.data() + 9);
+  // An ACK at or past the newest PSN sent answers every request sent so far; one that
+  // covers AckReq requests answers those (a pipelined stream never catches up entirely).
+  // Either way what is still unanswered is what gets sent (or sent again) from now on.
+  if (q.any_sent && psn_le(q.last_psn, psn)) {
+    q.sizes.largest_answered = std::max(q.sizes.largest_answered, q.sizes.largest_unanswered);
+    q.sizes.largest_unanswered = 0;
+  }
   bool matched = false;
   TimePoint newest{};
   while (!q.pending.empty() && psn_le(q.pending.front().psn, psn)) {
     newest = q.pending.front().sent;
+    q.sizes.largest_answered = std::max(q.sizes.largest_answered, q.pending.front().size);
     matched = true;
     q.pending.pop_front();
   }
+  if (matched) q.sizes.largest_unanswered = 0;
   // A coalesced ACK answers the newest request it covers; older ones waited for it.
   if (matched) q.hist.add(now - newest);
 }
@@ -86,6 +107,11 @@ void RttTracker::on_received(TimePoint now, std::span<const uint8_t> roce) {
 const RttHistogram* RttTracker::histogram(uint32_t local_qpn) const {
   auto it = qps_.find(local_qpn);
   return it == qps_.end() ? nullptr : &it->second.hist;
+}
+
+PacketSizes RttTracker::sizes(uint32_t local_qpn) const {
+  auto it = qps_.find(local_qpn);
+  return it == qps_.end() ? PacketSizes{} : it->second.sizes;
 }
 
 uint64_t RttTracker::acks_received(uint32_t local_qpn) const {

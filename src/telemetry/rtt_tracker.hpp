@@ -7,6 +7,10 @@
 //
 // Sent packets name the remote QPN; the tracker maps (remote address, remote QPN) to the
 // local QP from the address vector given to set_peer(). Not thread-safe.
+//
+// It also keeps the sizes that tell a path MTU problem from a lost peer (PacketSizes): the
+// largest request answered by an ACK, the largest sent since the last ACK that covered
+// everything, and the largest packet the peer sent to the QP.
 #pragma once
 
 #include <array>
@@ -22,6 +26,13 @@
 
 namespace uroce::telemetry {
 
+// IP packet sizes in bytes (UDP payload + 28 for IPv4, + 48 for IPv6).
+struct PacketSizes {
+  uint32_t largest_answered = 0;    // largest request a later ACK covered
+  uint32_t largest_unanswered = 0;  // largest request (or retransmission) since then
+  uint32_t largest_received = 0;    // largest packet received from the peer QP
+};
+
 class RttTracker {
  public:
   static constexpr size_t kMaxPending = 256;  // per QP; beyond that the oldest is dropped
@@ -30,21 +41,24 @@ class RttTracker {
   void forget(uint32_t local_qpn);
 
   void on_sent(TimePoint now, const transport::PacketMeta& meta, std::span<const uint8_t> roce);
-  void on_received(TimePoint now, std::span<const uint8_t> roce);
+  void on_received(TimePoint now, const transport::PacketMeta& meta, std::span<const uint8_t> roce);
 
   [[nodiscard]] const RttHistogram* histogram(uint32_t local_qpn) const;
   [[nodiscard]] uint64_t acks_received(uint32_t local_qpn) const;
+  [[nodiscard]] PacketSizes sizes(uint32_t local_qpn) const;
 
  private:
   struct Pending {
     uint32_t psn;
     TimePoint sent;
+    uint32_t size;  // IP packet bytes
   };
   struct QpRtt {
     std::deque<Pending> pending;
     bool any_sent = false;
     uint32_t last_psn = 0;
     uint64_t acks = 0;
+    PacketSizes sizes;
     RttHistogram hist;
   };
   using PeerKey = std::pair<std::array<uint8_t, 16>, uint32_t>;

@@ -54,7 +54,7 @@ FrameError decap_udp(std::span<const uint8_t> l3, size_t ip_header_len, size_t d
   const auto udp = l3.subspan(ip_header_len);
   out.ip.sport = load_be16(udp, 0);
   out.ip.dport = load_be16(udp, 2);
-  if (out.ip.dport != kRoceV2Port) return FrameError::kNotRoce;
+  if (out.ip.dport != out.roce_port) return FrameError::kNotRoce;
   if (l3.size() < datagram_len) {
     // A snap length cut: report what was captured so a dump can still say "this was RoCE".
     out.ip_datagram = l3;
@@ -179,7 +179,9 @@ std::string_view frame_error_name(FrameError e) {
 }
 
 FrameError decap_frame(LinkType link, std::span<const uint8_t> frame, RoceFrame& out) {
+  const uint16_t roce_port = out.roce_port;
   out = RoceFrame{};
+  out.roce_port = roce_port;
   switch (link) {
     case LinkType::kEthernet:
       if (frame.size() < kEthernetHeaderLen) return FrameError::kTruncated;

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "wire/icrc.hpp"
+#include "wire/packet.hpp"
 
 namespace uroce::wire {
 
@@ -23,6 +24,9 @@ enum class LinkType : uint32_t {
 };
 
 struct RoceFrame {
+  // In: the UDP destination port that carries RoCE (4791; another one for a capture of uroce
+  // devices run with UROCE_UDP_PORT, `uroce dump --port`). Kept across decap_frame calls.
+  uint16_t roce_port = kRoceV2Port;
   IpContext ip;                          // addresses, ports, IPv4 ID and DF as carried
   uint8_t tos = 0;                       // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
   uint8_t ttl = 0;                       // TTL / hop limit
@@ -35,7 +39,7 @@ enum class FrameError : uint8_t {
   kTruncated,  // a header is cut short
   kNotIp,      // not IPv4/IPv6 (ARP, LLDP, …)
   kNotUdp,     // IP but not UDP, or a fragment
-  kNotRoce,    // UDP but destination port is not 4791
+  kNotRoce,    // UDP but destination port is not roce_port (4791)
   kUnsupportedLink,
   kMalformed,  // an IP/UDP length field contradicts itself (IHL < 5, UDP length < 8, …)
   kRoceCut,    // UDP port 4791, but the capture's snap length cut the datagram: `ip`, `tos`,

@@ -348,11 +348,16 @@ TEST_F(TelemetryTest, CaptureHoldsEveryPacketAndAnalyzes) {
   uint64_t frames = 0, verified = 0;
   while (reader.next(f)) {
     ++frames;
+    // The frames carry the devices' real UDP port; their ICRC is computed as for 4791
+    // (src/net/udp_device.hpp), so check it on a copy that says 4791 (IPv4: UDP at 20).
     wire::RoceFrame rf;
-    if (wire::decap_frame(reader.link_type(), f.bytes, rf) == wire::FrameError::kOk &&
-        wire::verify_icrc_ip_datagram(rf.ip_datagram)) {
-      ++verified;
-    }
+    rf.roce_port = port_;
+    if (wire::decap_frame(reader.link_type(), f.bytes, rf) != wire::FrameError::kOk) continue;
+    EXPECT_EQ(rf.ip.dport, port_);
+    std::vector<uint8_t> as_4791(rf.ip_datagram.begin(), rf.ip_datagram.end());
+    as_4791[22] = 4791 >> 8;
+    as_4791[23] = 4791 & 0xff;
+    if (wire::verify_icrc_ip_datagram(as_4791)) ++verified;
   }
   // Each packet once as sent and once as received (both devices are in this process).
   const uint64_t sent = ca[transport::Counter::kSentPkts] + cb[transport::Counter::kSentPkts];
@@ -360,7 +365,8 @@ TEST_F(TelemetryTest, CaptureHoldsEveryPacketAndAnalyzes) {
   EXPECT_EQ(frames, sent + rcvd);
   EXPECT_EQ(verified, frames);
 
-  auto [st, out] = run(uroce_bin() + " dump --analyze --json " + capture_);
+  auto [st, out] =
+      run(uroce_bin() + " dump --analyze --json --port " + std::to_string(port_) + " " + capture_);
   ASSERT_EQ(st, 0) << out;
   const auto j = nlohmann::json::parse(out);
   uint64_t messages = 0, retrans = 0;
@@ -407,8 +413,14 @@ TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
   const std::string why =
       "retry_exceeded_err=1 with 0 packets received from 127.0.0.1: peer unreachable or UDP 4791 "
       "blocked — run uroce doctor --peer 127.0.0.1";
-  EXPECT_EQ(logged, fmt::format("uroce: uroce_lo QP {}: IBV_WC_RETRY_EXC_ERR (12): {}\n",
-                                qa.qp_num(), why));
+  // The log line carries the stall diagnosis (telemetry/explain.hpp explain_stall), which
+  // names the device's real UDP port; `uroce stat` only has the snapshot's counters.
+  EXPECT_EQ(logged,
+            fmt::format("uroce: uroce_lo QP {}: IBV_WC_RETRY_EXC_ERR (12): retry_exceeded_err=1: "
+                        "nothing at all came back from 127.0.0.1: UDP {} is dropped on the way (a "
+                        "firewall: nft list ruleset | grep {}), the peer uses another UDP port, "
+                        "or there is no route — run uroce doctor --peer 127.0.0.1\n",
+                        qa.qp_num(), port_, port_));
 
   auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
                        std::to_string(qa.qp_num()));

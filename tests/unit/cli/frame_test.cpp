@@ -78,6 +78,21 @@ TEST(DecapFrame, EthernetIpv4) {
   EXPECT_EQ(f.tos, 0x8B);
 }
 
+// `uroce dump --port N`: RoCE on another UDP port is found only when asked for, and the port
+// asked for survives the next call.
+TEST(DecapFrame, RocePortIsAnInputThatPersists) {
+  const Bytes dg = v4_datagram(23874);
+  RoceFrame f;
+  EXPECT_EQ(decap(LinkType::kEthernet, test::ethernet(0x0800, dg), f), FrameError::kNotRoce);
+  f.roce_port = 23874;
+  ASSERT_EQ(decap(LinkType::kEthernet, test::ethernet(0x0800, dg), f), FrameError::kOk);
+  EXPECT_EQ(f.ip.dport, 23874);
+  EXPECT_EQ(f.roce_port, 23874);
+  ASSERT_EQ(decap(LinkType::kEthernet, test::ethernet(0x0800, dg), f), FrameError::kOk);
+  EXPECT_EQ(decap(LinkType::kEthernet, test::ethernet(0x0800, v4_datagram(kRoceV2Port)), f),
+            FrameError::kNotRoce);
+}
+
 TEST(DecapFrame, EthernetIpv6) {
   const Bytes dg = v6_datagram();
   RoceFrame f;

@@ -200,6 +200,40 @@ TEST(UdpPort, TruncatedAndTooBigAreCountedDrops) {
   EXPECT_EQ(a.value()->counters().tx_packets, 2u);
 }
 
+// IP_RECVERR: a datagram to a closed port comes back as ICMP port unreachable, recorded for
+// that destination; the next send is not dropped for it (the socket's pending error is read
+// and the datagram sent again). A 66000-byte datagram is a local EMSGSIZE, counted as too big.
+TEST(UdpPort, IcmpErrorsAreRecordedPerPeerAndDoNotDropTheNextDatagram) {
+  PathErrorLog log;
+  UdpPortConfig cfg = unshared("127.0.0.1");
+  cfg.path_log = &log;
+  auto a = UdpPort::open(cfg);
+  auto closed = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && closed.ok());
+  const uint16_t dead = closed.value()->port();
+  closed.value().reset();  // nothing listens on `dead` now
+  const auto pkt = bth_packet(0x11, 16);
+  ASSERT_EQ(send_one(*a.value(), pkt, a.value()->local(), dead), 1u);
+  std::this_thread::sleep_for(50ms);  // the ICMP error is queued on a's socket
+  ASSERT_EQ(send_one(*a.value(), pkt, a.value()->local(), dead), 1u);
+  EXPECT_EQ(a.value()->counters().tx_packets, 2u);
+  EXPECT_EQ(a.value()->counters().tx_drop_error, 0u);
+  std::this_thread::sleep_for(50ms);
+  a.value()->drain_errors();
+  const device::PathReport r = log.report(a.value()->local(), 4791);
+  EXPECT_EQ(r.port_unreachable, 2u);
+  EXPECT_EQ(r.unreachable, 0u);
+  EXPECT_EQ(r.too_big, 0u);
+  EXPECT_EQ(r.udp_port, 4791);
+  EXPECT_EQ(log.totals().icmp_port_unreachable, 2u);
+  EXPECT_EQ(log.report(*IpAddr::parse("127.0.0.2"), 4791).port_unreachable, 0u);
+
+  std::vector<uint8_t> huge(66000, 0);
+  EXPECT_EQ(send_one(*a.value(), huge, a.value()->local(), dead), 1u);
+  EXPECT_EQ(a.value()->counters().tx_drop_too_big, 1u);
+  EXPECT_EQ(log.totals().tx_drop_too_big, 1u);
+}
+
 TEST(UdpPort, WaitTimesOutWakesAndSeesData) {
   auto a = UdpPort::open(unshared("127.0.0.1"));
   auto b = UdpPort::open(unshared("127.0.0.1"));

@@ -61,5 +61,94 @@ TEST(ExplainTest, UnknownStatusNamesItself) {
   EXPECT_EQ(wc_status_name(200), "IBV_WC_UNKNOWN");
 }
 
+// explain_stall: one exact line per cause, most certain first.
+struct Stall : Fixture {
+  StallEvidence ev;
+  explicit Stall(uint64_t rcvd) : Fixture({{"rcvd_pkts", rcvd}}) {
+    ev.local_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+    ev.local_gid_index = 1;
+    ev.path_mtu = 4096;
+    ev.netdev_mtu = 9000;
+    ev.path.udp_port = 4791;
+  }
+};
+
+TEST(ExplainStallTest, NothingBackNamesThePortAndDoctor) {
+  Stall s(0);
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "nothing at all came back from 10.0.0.2: UDP 4791 is dropped on the way (a firewall: "
+            "nft list ruleset | grep 4791), the peer uses another UDP port, or there is no route "
+            "— run uroce doctor --peer 10.0.0.2");
+}
+
+TEST(ExplainStallTest, GidFamilyMismatchNamesTheIndexToUse) {
+  Stall s(0);
+  s.ev.local_gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  s.ev.local_gid_index = 0;
+  s.ev.peer_family_gid_index = 1;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "the QP sends from GID index 0 (fe80::1, IPv6) but 10.0.0.2 is an IPv4 address: "
+            "packets cannot go from one IP family to the other — use GID index 1 (-g 1 / -x 1; "
+            "see uroce gids)");
+}
+
+TEST(ExplainStallTest, IcmpPortUnreachableBeforeAndAfterAnswers) {
+  Stall never(0);
+  never.ev.path.port_unreachable = 3;
+  EXPECT_EQ(explain_stall(never.snap, never.qp, never.ev),
+            "10.0.0.2 reports that nothing listens on UDP 4791 (ICMP port unreachable): the peer "
+            "is not running, uses another UDP port (UROCE_UDP_PORT), or a firewall rejects UDP "
+            "4791 — run uroce doctor --peer 10.0.0.2");
+  Stall gone(40);
+  gone.ev.path.port_unreachable = 1;
+  EXPECT_EQ(explain_stall(gone.snap, gone.qp, gone.ev),
+            "10.0.0.2 answered 40 packets, then reported UDP 4791 closed (ICMP port unreachable): "
+            "the peer's process is gone or closed its device — restart it");
+}
+
+TEST(ExplainStallTest, TooBigFromTheNetworkNamesTheMtuThatFits) {
+  Stall s(5);
+  s.ev.path.too_big = 7;
+  s.ev.path.mtu = 1500;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "the network refused 7 packets to 10.0.0.2 as too big (ICMP fragmentation needed or "
+            "EMSGSIZE, MTU 1500): path MTU 4096 does not fit this path — use -m 1024 or raise the "
+            "MTU on the path");
+  EXPECT_EQ(ib_mtu_fitting(1500), 1024u);
+  EXPECT_EQ(ib_mtu_fitting(9000), 4096u);
+  EXPECT_EQ(ib_mtu_fitting(300), 0u);
+}
+
+TEST(ExplainStallTest, SmallAnsweredBigNotIsThePathMtu) {
+  Stall s(12);
+  s.ev.sizes.largest_answered = 1084;
+  s.ev.sizes.largest_received = 60;
+  s.ev.sizes.largest_unanswered = 4140;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "small packets are answered but full-size ones are not: path MTU 4096 (4140-byte "
+            "packets) but packets over ~1084 B get no answer (netdev MTU here 9000) — use -m "
+            "1024 or raise the MTU on the path; run uroce doctor --peer 10.0.0.2");
+}
+
+TEST(ExplainStallTest, RnrNaksOnlyMeanNoReceivePosted) {
+  Stall s(30);
+  s.ev.rnr_naks = 30;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "10.0.0.2 answers with 30 RNR NAKs (receiver not ready): its application has no "
+            "receive posted for QP 0x12 — post receives before the sender sends (rnr_retry 7 "
+            "retries forever)");
+}
+
+TEST(ExplainStallTest, AnsweredBeforeAtTheSameSizeIsAPeerThatStopped) {
+  Stall s(12);
+  // A WRITE stream: the AckReq LAST packets (1068 B) were answered, the FIRST ones carry a
+  // RETH (1084 B): the same path MTU, not a size problem.
+  s.ev.sizes.largest_answered = 1068;
+  s.ev.sizes.largest_unanswered = 1084;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "10.0.0.2 answered 12 packets before and then stopped: the peer's process is gone, "
+            "its QP left RTS, or the path started dropping — run uroce doctor --peer 10.0.0.2");
+}
+
 }  // namespace
 }  // namespace uroce::telemetry

@@ -46,7 +46,7 @@ class RttTest : public ::testing::Test {
   }
   void ack(int64_t us, uint32_t psn, uint8_t syndrome = 0x1f) {
     auto p = packet(0x11 /* ACK */, kLocalQpn, psn, false, syndrome);
-    t_.on_received(microseconds(us), p);
+    t_.on_received(microseconds(us), transport::PacketMeta{}, p);
   }
   const RttHistogram& h() { return *t_.histogram(kLocalQpn); }
   RttTracker t_;
@@ -99,11 +99,50 @@ TEST_F(RttTest, PsnWrapIsSerialArithmetic) {
   EXPECT_EQ(h().sum_ns, 10000u);
 }
 
+// The sizes that tell a path MTU problem from a lost peer: a 1052-byte request answered,
+// then a 4124-byte one (sent twice) that is not; IPv4 adds 28 bytes to the UDP payload.
+TEST_F(RttTest, SizesSeparateAnsweredFromUnansweredRequests) {
+  auto small = packet(0x04, kRemoteQpn, 1, true);
+  small.resize(1024);
+  t_.on_sent(microseconds(0), to_peer(), small);
+  ack(10, 1);
+  auto big = packet(0x04, kRemoteQpn, 2, true);
+  big.resize(4096);
+  t_.on_sent(microseconds(20), to_peer(), big);
+  t_.on_sent(microseconds(90), to_peer(), big);  // retransmitted
+  auto resp = packet(0x11, kLocalQpn, 1, false, 0x1f);
+  resp.resize(600);  // a stale ACK (PSN 1) answers nothing new
+  t_.on_received(microseconds(95), transport::PacketMeta{}, resp);
+  const PacketSizes s = t_.sizes(kLocalQpn);
+  EXPECT_EQ(s.largest_answered, 1024u + 28);
+  EXPECT_EQ(s.largest_unanswered, 4096u + 28);
+  EXPECT_EQ(s.largest_received, 600u + 28);
+  ack(100, 2);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_answered, 4096u + 28);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 0u);
+}
+
+// A pipelined stream: the ACK covers the AckReq request but not the ones sent after it;
+// the answered size still counts (a bandwidth test never has everything acknowledged).
+TEST_F(RttTest, AnAckOfAnAckReqRequestAnswersItsSizeWhilePipelined) {
+  auto first = packet(0x0a /* RC WRITE ONLY */, kRemoteQpn, 1, true);
+  first.resize(1056);
+  t_.on_sent(microseconds(0), to_peer(), first);
+  auto next = packet(0x0a, kRemoteQpn, 2, false);
+  next.resize(1056);
+  t_.on_sent(microseconds(1), to_peer(), next);
+  ack(10, 1);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_answered, 1056u + 28);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 0u);
+  t_.on_sent(microseconds(90), to_peer(), next);  // PSN 2 retransmitted: unanswered again
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 1056u + 28);
+}
+
 TEST_F(RttTest, PacketsOfOtherQpsAreIgnored) {
   auto p = packet(0x04, 0x99, 1, true);
   t_.on_sent(microseconds(0), to_peer(), p);
   auto a = packet(0x11, 0x77, 1, false);
-  t_.on_received(microseconds(5), a);
+  t_.on_received(microseconds(5), transport::PacketMeta{}, a);
   EXPECT_EQ(h().count, 0u);
   EXPECT_EQ(t_.histogram(0x77), nullptr);
 }

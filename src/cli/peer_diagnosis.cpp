@@ -1,0 +1,112 @@
+// Failure explanations of perf and pingpong: see peer_diagnosis.hpp.
+#include "cli/peer_diagnosis.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "telemetry/device_telemetry.hpp"
+#include "telemetry/snapshot.hpp"
+
+namespace uroce::cli {
+namespace {
+
+bool is_v4(const device::Gid& g) {
+  for (size_t i = 0; i < 10; ++i) {
+    if (g[i] != 0) return false;
+  }
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+const char* family(const device::Gid& g) {
+  return is_v4(g) ? "IPv4" : "IPv6";
+}
+
+}  // namespace
+
+std::string gid_family_mismatch(const device::Device& dev, const GidChoice& mine,
+                                const device::Gid& theirs) {
+  if (is_v4(mine.gid) == is_v4(theirs)) return {};
+  std::optional<size_t> use;
+  device::Gid use_gid{};
+  for (const device::PortInfo& p : dev.ports()) {
+    if (p.port_num != mine.port) continue;
+    for (size_t i = 0; i < p.gids.size() && !use; ++i) {
+      if (!p.gids[i].empty() && is_v4(p.gids[i].gid) == is_v4(theirs)) {
+        use = i;
+        use_gid = p.gids[i].gid;
+      }
+    }
+  }
+  const std::string fix = use ? fmt::format("use GID index {} ({}) with -g/-x {}", *use,
+                                            telemetry::gid_address(use_gid), *use)
+                              : fmt::format("port {} has no {} GID: give the peer an {} address",
+                                            mine.port, family(theirs), family(mine.gid));
+  return fmt::format(
+      "GID index {} is {} ({}) but the peer's GID is {} ({}): RoCE packets cannot cross IP "
+      "families — {}",
+      mine.index, family(mine.gid), telemetry::gid_address(mine.gid), family(theirs),
+      telemetry::gid_address(theirs), fix);
+}
+
+uint32_t port_active_mtu(const device::Device& dev, uint8_t port) {
+  device::PortAttr attr;
+  if (!dev.query_port(port, attr)) return 1024;
+  return transport::mtu_bytes(attr.active_mtu);
+}
+
+uint32_t clamp_path_mtu(const device::Device& dev, uint8_t port, uint32_t requested,
+                        std::optional<uint32_t> peer_active, std::string* note) {
+  const uint32_t here = port_active_mtu(dev, port);
+  uint32_t mtu = std::min(requested, here);
+  if (peer_active && *peer_active >= 256) mtu = std::min(mtu, *peer_active);
+  if (mtu < requested && note != nullptr) {
+    *note = peer_active ? fmt::format(
+                              "-m {} is larger than the active MTU ({} here, {} at the peer): "
+                              "using {}",
+                              requested, here, *peer_active, mtu)
+                        : fmt::format("-m {} is larger than the active MTU {}: using {}", requested,
+                                      here, mtu);
+  }
+  return mtu;
+}
+
+std::string stall_reason(const device::Device& dev, uint32_t qpn, const device::Gid& peer,
+                         bool sends_outstanding, uint32_t path_mtu) {
+  if (sends_outstanding) {
+    std::string why = telemetry::diagnose_qp(dev, qpn);
+    if (!why.empty()) return why;
+    return fmt::format(
+        "{} does not answer: the peer is gone or packets are lost — run uroce "
+        "doctor --peer {}",
+        telemetry::gid_address(peer), telemetry::gid_address(peer));
+  }
+  const std::string p = telemetry::gid_address(peer);
+  return fmt::format(
+      "{} acknowledged our messages but its own stopped arriving: the peer stalled (see its "
+      "error), or it sends packets larger than this path carries (our path MTU is {}; a peer "
+      "with -m above the smaller side's active MTU sends packets that are dropped: use the same "
+      "-m on both sides) — run uroce doctor --peer {}",
+      p, path_mtu, p);
+}
+
+std::string connect_error_text(const std::string& host, uint16_t port, int err) {
+  switch (err) {
+    case ECONNREFUSED:
+      return fmt::format("connection refused by {}:{}: is the server running?", host, port);
+    case ETIMEDOUT:
+      return fmt::format(
+          "no answer from {}:{} (TCP connect timed out): the host is down or a firewall drops "
+          "TCP {}",
+          host, port, port);
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return fmt::format("no route to {} ({}): check the address and `ip route get {}`", host,
+                         std::strerror(err), host);
+    default:
+      return fmt::format("couldn't connect to {}:{}: {}", host, port, std::strerror(err));
+  }
+}
+
+}  // namespace uroce::cli
