@@ -100,7 +100,10 @@ void Dcqcn::cut(TimePoint now) {
 void Dcqcn::increase() {
   const uint32_t f = p_.rpg_threshold;
   const uint32_t ts = time_stage_;
-  const uint32_t bs = p_.rpg_byte_reset != 0 ? byte_stage_ : time_stage_;
+  // Byte counter off: the timer alone gives F fast-recovery steps, one additive step, then
+  // hyper increase (the stage rule of HPCC's model of mlx5 DCQCN, docs/congestion.md).
+  const uint32_t bs =
+      p_.rpg_byte_reset != 0 ? byte_stage_ : (time_stage_ > 0 ? time_stage_ - 1 : 0);
   const uint32_t hi = std::max(ts, bs);
   const uint32_t lo = std::min(ts, bs);
   if (hi <= f) {

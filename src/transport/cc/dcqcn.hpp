@@ -12,8 +12,8 @@
 //              stages are <= F (rpg_threshold) fast recovery RC = (RT + RC)/2; then additive
 //              RT += rpg_ai_rate; once both exceed F hyper RT += rpg_hai_rate * (min - F);
 //              RC = (RT + RC)/2 after each; back at the maximum rate everything stops.
-// RC drives a Pacer. With rpg_byte_reset = 0 the byte counter is off and the time stage
-// stands for both.
+// RC drives a Pacer. With rpg_byte_reset = 0 the byte counter is off: F fast-recovery steps,
+// one additive step, then hyper increase, all driven by T.
 #pragma once
 
 #include <cstdint>
