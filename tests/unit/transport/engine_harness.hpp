@@ -97,6 +97,7 @@ struct PairOptions {
   bool sq_sig_all = false;
   bool use_srq = false;
   transport::CcAlgorithm cc = transport::CcAlgorithm::kDefault;  // QpInitAttr::cc of both QPs
+  uint8_t traffic_class = 0;  // both AVs' traffic class (DSCP << 2 | ECN)
   size_t buffer_size = 1 << 20;
   uint32_t cqe = 4096;
 };
@@ -297,6 +298,7 @@ class EngineHarness {
       a.ah_attr.dgid = peer.gid;
       a.ah_attr.sgid = self.gid;
       a.ah_attr.is_global = true;
+      a.ah_attr.traffic_class = o.traffic_class;
       a.ah_attr.port_num = 1;
       mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
       if (o.type == QpType::kRc) {
