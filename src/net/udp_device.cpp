@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "net/cc_env.hpp"
 #include "telemetry/device_telemetry.hpp"
 #include "wire/icrc.hpp"
 
@@ -298,6 +299,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
            (static_cast<uint64_t>(getpid()) << 40);
   }
   config.engine.seed = seed;
+  if (std::string cc_error = cc_config_from_env(config.engine.cc); !cc_error.empty()) {
+    return NetError{EINVAL, cc_error};
+  }
 
   std::string telemetry_error;
   config.observer = telemetry::observer_from_env(options.name, &telemetry_error);
