@@ -36,7 +36,9 @@ struct DcqcnParams {
   uint32_t rate_to_set_on_first_cnp = 0;       // Mb/s; 0: cut the current rate as usual
   uint32_t clamp_tgt_rate = 0;                 // 1: every cut sets target = current rate
   uint32_t clamp_tgt_rate_after_time_inc = 1;  // 1: also after a timer-driven increase
-  uint32_t pacer_burst_bytes = 16384;          // uroce: bytes an idle QP may send back to back
+  // uroce: bytes an idle QP may send back to back; 128 KiB (105 µs at 10 Gb/s) covers the
+  // wake-up latency of a UDP device's progress thread (docs/congestion.md "Measured").
+  uint32_t pacer_burst_bytes = 131072;
   // Notification point.
   uint32_t min_time_between_cnps = 4;  // µs between two CNPs of one QP
   uint32_t cnp_dscp = 48;              // DSCP of the CNPs this NP sends
