@@ -28,6 +28,8 @@ constexpr EnvVar kTable[] = {
     {.name = "UROCE_METRICS", .kind = EnvKind::kText, .meaning = "Serve Prometheus metrics on ADDR:PORT (the CLI's --metrics sets it)", .default_text = "unset: no exporter", .range_text = "ADDR:PORT", .readers = "all"},
     {.name = "UROCE_CAPTURE", .kind = EnvKind::kText, .meaning = "Write every RoCE packet sent and received to this pcap file (the CLI's --capture sets it)", .default_text = "unset: no capture", .range_text = "a file path", .readers = "all"},
     {.name = "UROCE_WATCHDOG", .kind = EnvKind::kText, .meaning = "Warn once on stderr when an RC QP gets no response for this many seconds, with the likely cause (0 or off: never)", .default_text = "5", .range_text = "0, off, or seconds (more than 0, at most 86400)", .readers = "all"},
+    {.name = "UROCE_CC", .kind = EnvKind::kText, .meaning = "Congestion control of RC/UC QPs (docs/congestion.md): dcqcn marks data ECT(0), answers CE with CNPs and paces by DCQCN", .default_text = "none", .range_text = "none or dcqcn", .readers = "all"},
+    {.name = "UROCE_DCQCN", .kind = EnvKind::kText, .meaning = "DCQCN parameters, mlx5 cc_params names (docs/congestion.md), e.g. rpg_min_rate=100,min_time_between_cnps=50", .default_text = "mlx5's defaults", .range_text = "name=value,...", .readers = "all"},
     {.name = "UROCE_RANDOM_SEED", .kind = EnvKind::kUint, .meaning = "Replay one seed of the randomised transport test", .default_text = "unset: the test's fixed seeds", .range_text = "0 .. 2^64-1", .what = "a seed", .readers = "random_ops_test (tests only)", .min = 0, .max = UINT64_MAX},
 };
 // clang-format on

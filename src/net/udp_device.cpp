@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "net/cc_env.hpp"
 #include "telemetry/device_telemetry.hpp"
 #include "wire/icrc.hpp"
 
@@ -345,6 +346,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     }
   }
   config.engine.seed = seed;
+  if (std::string cc_error = cc_config_from_env(config.engine.cc); !cc_error.empty()) {
+    return NetError{EINVAL, cc_error};
+  }
 
   std::string telemetry_error;
   config.observer = telemetry::observer_from_env(name, &telemetry_error, options.udp_port);

@@ -1,12 +1,16 @@
 // The congestion-control interface point of the engine (RoCE v2 Annex A17.9 reaction point).
-// The engine feeds each QP's controller with the signals it sees; an algorithm (DCQCN,
-// later others) implements this interface outside the engine's protocol code. Today the
-// engine only counts and forwards CNPs and ACKs; it does not pace by rate() yet.
+// The engine owns one controller per QP (chosen by EngineConfig::cc or QpInitAttr::cc, made
+// by cc/factory.hpp) and feeds it what it sees: packets sent, ACKs, CNPs and the controller's
+// own timer. It asks the controller when the QP may send its next request packet (pacing:
+// the engine keeps that "not before" time in its timer heap) and whether the QP speaks ECN
+// (ECT(0) on its packets, CNPs for CE-marked packets it receives). No controller: plain
+// RoCE v2, nothing on the wire changes.
 #pragma once
 
 #include <cstdint>
 
 #include "common/time.hpp"
+#include "transport/cc/cc_types.hpp"
 
 namespace uroce::transport {
 
@@ -24,6 +28,21 @@ class CongestionControl {
   [[nodiscard]] virtual TimePoint next_timer() const = 0;  // kNever when none
   // Allowed sending rate in bytes per second; 0 means unlimited.
   [[nodiscard]] virtual uint64_t rate_bytes_per_sec() const = 0;
+
+  // One request packet of `ip_bytes` (IP header .. ICRC) left at `now`.
+  virtual void on_sent(TimePoint /*now*/, uint32_t /*ip_bytes*/) {}
+  // The earliest time the QP may send its next request packet (<= now: at once).
+  [[nodiscard]] virtual TimePoint next_send_time() const { return TimePoint{0}; }
+  // True: the QP's packets carry ECT(0) (unless its traffic class sets ECN bits) and a
+  // CE-marked packet it receives makes it send a CNP to the peer QP.
+  [[nodiscard]] virtual bool uses_ecn() const { return false; }
+  // What query_qp reports.
+  [[nodiscard]] virtual QpCcState state() const {
+    QpCcState s;
+    s.algorithm = CcAlgorithm::kNone;
+    s.rate_bps = rate_bytes_per_sec() * 8;
+    return s;
+  }
 };
 
 }  // namespace uroce::transport

@@ -86,12 +86,14 @@ namespace uroce::transport {
   X(kEventOverflow, "event_overflow")                                  \
   /* appended after the first API commit (values above stay stable) */ \
   X(kRespRemoteOperationalError, "resp_remote_operational_error")      \
-  /* reserved, 0 until their producer lands: CNPs the notification */  \
-  /* point sends (congestion control); a UDP port never goes down */   \
+  /* CNPs the notification point sent (congestion control) */          \
   X(kNpCnpSent, "np_cnp_sent")                                         \
+  /* reserved, 0: a UDP port never goes down */                        \
   X(kLinkDowned, "link_downed")                                        \
   /* QPN 0xFFFFFF: multicast (IBA 9.3.2), uroce joins no group */      \
-  X(kDropMulticastQpn, "drop_multicast_qpn")
+  X(kDropMulticastQpn, "drop_multicast_qpn")                           \
+  /* CNPs for a QP without congestion control (mlx5's name) */         \
+  X(kRpCnpIgnored, "rp_cnp_ignored")
 
 enum class Counter : uint16_t {
 #define UROCE_X(e, n) e,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "transport/cc/factory.hpp"
 #include "transport/engine_impl.hpp"
 #include "transport/wr_kind.hpp"
 
@@ -59,8 +60,32 @@ const Counters* EngineImpl::qp_counters(uint32_t qpn) const {
 Status EngineImpl::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "set_congestion_control: no such QP");
-  qp->cc = cc;
+  qp->cc = cc != nullptr ? cc : qp->own_cc.get();
+  sync_cc_timer(*qp);
+  disarm_timer(*qp, TimerKind::kPacing);
+  schedule_tx(*qp);
   return Status::ok();
+}
+
+void EngineImpl::install_controller(Qp& qp) {
+  const bool external = qp.cc != nullptr && qp.cc != qp.own_cc.get();
+  qp.own_cc = make_controller(qp.cc_algorithm, config_.cc);
+  if (!external) qp.cc = qp.own_cc.get();
+  qp.cnp_due = false;
+  qp.ce_in_gap = false;
+}
+
+void EngineImpl::sync_cc_timer(Qp& qp) {
+  const TimePoint t = qp.cc != nullptr ? qp.cc->next_timer() : kNever;
+  if (t == kNever) {
+    disarm_timer(qp, TimerKind::kCc);
+  } else {
+    arm_timer(qp, TimerKind::kCc, t);
+  }
+}
+
+void EngineImpl::disarm_all_timers(Qp& qp) {
+  for (uint32_t k = 0; k < kTimerCount; ++k) disarm_timer(qp, static_cast<TimerKind>(k));
 }
 
 void EngineImpl::push_event(EventType type, uint32_t element) {
@@ -151,8 +176,8 @@ void EngineImpl::enter_error(Qp& qp) {
   if (qp.state == QpState::kErr) return;
   qp.state = QpState::kErr;
   qp.sq_draining = false;
-  disarm_timer(qp, TimerKind::kRetransmit);
-  disarm_timer(qp, TimerKind::kRnr);
+  disarm_all_timers(qp);
+  qp.ce_in_gap = false;
   // Outstanding send WQEs complete in order: a WQE that failed carries its own status, the
   // rest are flushed (IBA 10.3.1 "Error state").
   while (!qp.sq.empty()) {
@@ -190,7 +215,23 @@ void EngineImpl::tx_list_push(Qp& qp) {
 
 void EngineImpl::schedule_tx(Qp& qp) {
   if (qp.in_tx_list) return;
-  if (qp.resp.has_output() || qp.req.ready(qp)) tx_list_push(qp);
+  if (qp.cnp_due || qp.resp.has_output() ||
+      (qp.req.ready(qp) && !timer_armed(qp, TimerKind::kPacing))) {
+    tx_list_push(qp);
+  }
+}
+
+void EngineImpl::schedule_tx(Qp& qp, TimePoint now) {
+  if (qp.req.ready(qp)) (void)pacing_holds(qp, now);
+  schedule_tx(qp);
+}
+
+bool EngineImpl::pacing_holds(Qp& qp, TimePoint now) {
+  if (qp.cc == nullptr) return false;
+  const TimePoint not_before = qp.cc->next_send_time();
+  if (not_before <= now) return false;
+  arm_timer(qp, TimerKind::kPacing, not_before);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ struct EngineConfig {
   uint64_t seed = 0;         // seeds the lkey/rkey random bits (no global RNG)
   DeviceLimits limits;
   Mtu active_mtu = Mtu::k1024;  // the port's active MTU: the UD payload limit
+  CcConfig cc;                  // congestion control of QPs created with CcAlgorithm::kDefault
 };
 
 // What a driver knows of one packet besides its bytes.
@@ -103,6 +104,7 @@ class Engine {
   // IBTA/rxe transition table (docs/rxe-facts.md §1): EINVAL for an invalid transition or
   // a mask bit neither required nor optional; EOPNOTSUPP for bits outside 0..20.
   Status modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t attr_mask);
+  // attr.cc reports the QP's congestion-control state (current rate, target, alpha).
   Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init_attr) const;
   Status destroy_qp(uint32_t qpn);
 
@@ -140,7 +142,9 @@ class Engine {
   [[nodiscard]] const Counters& counters() const;
   [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;  // nullptr: no such QP
 
-  // Non-owning; nullptr detaches. The controller must outlive the QP or be detached first.
+  // Replaces the QP's controller with an external one (non-owning); nullptr goes back to the
+  // engine's own (EngineConfig::cc / QpInitAttr::cc). The controller must outlive the QP or
+  // be detached first.
   Status set_congestion_control(uint32_t qpn, CongestionControl* cc);
 
  private:

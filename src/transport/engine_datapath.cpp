@@ -1,11 +1,13 @@
 // Engine data path: posting work requests, receiving packets (parse, ICRC, keys, dispatch
-// by destination QPN to responder / completer / UD receive), firing timers and filling TX
-// slots round-robin over the QPs that have something to send.
+// by destination QPN to responder / completer / UD receive; CNPs to the reaction point, CE
+// marks to the notification point), firing timers by kind and filling TX slots round-robin
+// over the QPs that have something to send, each requester held to its pacing time.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "transport/engine_impl.hpp"
+#include "transport/packet_out.hpp"
 #include "transport/ud.hpp"
 #include "transport/wr_kind.hpp"
 #include "wire/icrc.hpp"
@@ -69,7 +71,7 @@ bool all_zero(const std::array<uint8_t, 16>& a) {
 
 }  // namespace
 
-Status EngineImpl::post_send(TimePoint /*now*/, uint32_t qpn, const SendWr& wr) {
+Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "post_send: no such QP");
   if (qp->state == QpState::kReset || qp->state == QpState::kInit || qp->state == QpState::kRtr) {
@@ -161,7 +163,8 @@ Status EngineImpl::post_send(TimePoint /*now*/, uint32_t qpn, const SendWr& wr) 
     complete_send_head(*qp, WcStatus::kWrFlushErr);
     return Status::ok();
   }
-  schedule_tx(*qp);
+  // A paced QP is not ready before its next send time: has_tx() stays false until then.
+  schedule_tx(*qp, now);
   return Status::ok();
 }
 
@@ -213,11 +216,16 @@ void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<cons
   const wire::Bth& bth = pkt.hdr.bth;
   Qp* qp = qp_by_qpn(bth.dqpn);
   if (bth.opcode == wire::kCnpOpcode) {
-    // RoCE v2 A17.9.3: a CNP names the QP whose traffic congested the path.
-    count(Counter::kRpCnpHandled);
-    if (qp != nullptr) {
-      qp->counters.add(Counter::kRpCnpHandled);
-      if (qp->cc != nullptr) qp->cc->on_cnp(now);
+    // RoCE v2 A17.9.3: a CNP names the QP whose traffic congested the path. mlx5 counts
+    // one a QP without congestion control cannot use as rp_cnp_ignored.
+    if (qp == nullptr) {
+      count(Counter::kRpCnpIgnored);
+    } else if (qp->cc == nullptr) {
+      count(*qp, Counter::kRpCnpIgnored);
+    } else {
+      count(*qp, Counter::kRpCnpHandled);
+      qp->cc->on_cnp(now);
+      sync_cc_timer(*qp);
     }
     return;
   }
@@ -255,6 +263,10 @@ void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<cons
   }
   qp->counters.add(Counter::kRcvdPkts);
   qp->counters.add(Counter::kBytesRcvd, roce.size());
+  if ((meta.tos & 3) == 3) {
+    qp->counters.add(Counter::kNpEcnMarkedRocePackets);
+    if (qp->cc != nullptr && qp->cc->uses_ecn()) on_ce(*qp, now);
+  }
   rx_meta = &meta;
   rx_len = roce.size();
   dispatch(now, *qp, pkt);
@@ -278,22 +290,95 @@ void EngineImpl::on_timer(TimePoint now) {
     timers_.clear(slot);
     Qp* qp = qps_[slot / kTimerCount].get();
     if (qp == nullptr) continue;
-    if (slot % kTimerCount == static_cast<uint32_t>(TimerKind::kRetransmit)) {
-      qp->comp.on_retransmit_timeout(*this, *qp, now);
-    } else {
-      qp->comp.on_rnr_timer(*this, *qp, now);
+    switch (static_cast<TimerKind>(slot % kTimerCount)) {
+      case TimerKind::kRetransmit:
+        qp->comp.on_retransmit_timeout(*this, *qp, now);
+        break;
+      case TimerKind::kRnr:
+        qp->comp.on_rnr_timer(*this, *qp, now);
+        break;
+      case TimerKind::kPacing:
+        break;  // the "not before" time passed: schedule_tx below makes the QP ready
+      case TimerKind::kCc:
+        if (qp->cc != nullptr) {
+          qp->cc->on_timer(now);
+          sync_cc_timer(*qp);
+        }
+        break;
+      case TimerKind::kCnpGap:
+        on_cnp_gap_end(*qp, now);
+        break;
+      case TimerKind::kCount:
+        break;
     }
     schedule_tx(*qp);
   }
 }
 
-FillResult EngineImpl::fill_one(TimePoint now, Qp& qp, TxSlot& slot) {
-  // Responses first: they unblock the peer's requester.
-  if (qp.resp.has_output()) {
-    const FillResult r = qp.resp.fill(*this, qp, slot);
-    if (r != FillResult::kNothing) return r;
+void EngineImpl::on_ce(Qp& qp, TimePoint now) {
+  // DCQCN NP (paper §3; mlx5 min_time_between_cnps): a CNP at once when none went out in
+  // the last interval, then at most one per interval, and only if a packet in it was marked.
+  if (qp.is_ud()) return;  // a CNP needs the connected peer QP
+  if (timer_armed(qp, TimerKind::kCnpGap)) {
+    qp.ce_in_gap = true;
+    return;
   }
-  return qp.req.fill(*this, qp, now, slot);
+  qp.cnp_due = true;
+  const Nanos gap = std::chrono::microseconds(config_.cc.dcqcn.min_time_between_cnps);
+  if (gap > Nanos(0)) arm_timer(qp, TimerKind::kCnpGap, now + gap);
+}
+
+void EngineImpl::on_cnp_gap_end(Qp& qp, TimePoint now) {
+  if (!qp.ce_in_gap) return;
+  qp.ce_in_gap = false;
+  qp.cnp_due = true;
+  arm_timer(qp, TimerKind::kCnpGap,
+            now + std::chrono::microseconds(config_.cc.dcqcn.min_time_between_cnps));
+}
+
+FillResult EngineImpl::fill_cnp(Qp& qp, TxSlot& slot) {
+  // RoCE v2 CNP (docs/wire-facts.md "CNP"): BTH opcode 0x81 with BECN set, P_Key 0xFFFF,
+  // DestQP = the peer QP whose traffic was marked, PSN 0, 16 reserved zero bytes, ICRC.
+  wire::Headers h{};
+  h.bth.opcode = wire::kCnpOpcode;
+  h.bth.becn = true;
+  h.bth.pkey = wire::kDefaultPkey;
+  h.bth.dqpn = qp.attr.dest_qp_num;
+  size_t size = 0;
+  (void)begin_packet(slot, h, 0, &size);
+  if (size == 0) return FillResult::kNoRoom;
+  finish_packet(slot, size, qp.attr.ah_attr, qp.sport);
+  // The NP's own DSCP (mlx5 cnp_dscp) and ECT(0), so an ECN queue marks rather than drops
+  // it; the ICRC masks the TOS byte, so this needs no new ICRC.
+  slot.meta.tos = static_cast<uint8_t>((config_.cc.dcqcn.cnp_dscp & 0x3F) << 2 | 0x2);
+  qp.cnp_due = false;
+  count(qp, Counter::kNpCnpSent);
+  count(qp, Counter::kSentPkts);
+  count(qp, Counter::kBytesSent, size);
+  return FillResult::kProduced;
+}
+
+FillResult EngineImpl::fill_one(TimePoint now, Qp& qp, TxSlot& slot) {
+  // A CNP first (DCQCN sends them at high priority), then responses: they unblock the
+  // peer's requester.
+  if (qp.cnp_due) return fill_cnp(qp, slot);
+  FillResult r = FillResult::kNothing;
+  bool request = false;
+  if (qp.resp.has_output()) r = qp.resp.fill(*this, qp, slot);
+  if (r == FillResult::kNothing) {
+    if (pacing_holds(qp, now)) return FillResult::kNothing;
+    r = qp.req.fill(*this, qp, now, slot);
+    request = true;
+  }
+  if (r != FillResult::kProduced || qp.cc == nullptr) return r;
+  // ECN-capable transport (RFC 3168 §5): ECT(0) unless the traffic class chose ECN bits.
+  if (qp.cc->uses_ecn() && (slot.meta.tos & 3) == 0) slot.meta.tos |= 0x2;
+  if (request) {
+    const uint32_t ip_header = slot.meta.ip.ipv6 ? 40 : 20;
+    qp.cc->on_sent(now, static_cast<uint32_t>(slot.len) + ip_header + 8);
+    sync_cc_timer(qp);
+  }
+  return r;
 }
 
 size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {

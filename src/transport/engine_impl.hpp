@@ -48,7 +48,16 @@ class EngineImpl {
   [[nodiscard]] bool timer_armed(const Qp& qp, TimerKind t) const {
     return timers_.armed(qp.index * kTimerCount + static_cast<uint32_t>(t));
   }
+  // Puts the QP on the ready list if it has something to send now (a requester held by its
+  // pacing "not before" timer does not count).
   void schedule_tx(Qp& qp);
+  // As schedule_tx, first holding a requester whose controller says "not before now".
+  void schedule_tx(Qp& qp, TimePoint now);
+  // Re-arms the QP's kCc timer at its controller's next_timer() (after every call into it).
+  void sync_cc_timer(Qp& qp);
+  void disarm_all_timers(Qp& qp);
+  // Installs the engine's controller for qp.cc_algorithm (create, reset, detach).
+  void install_controller(Qp& qp);
   void push_event(EventType type, uint32_t element);
   // Called after send completions: finishes an SQD drain.
   void check_drained(Qp& qp);
@@ -95,6 +104,12 @@ class EngineImpl {
   void apply_attrs(Qp& qp, const QpAttr& attr, uint32_t mask);
   void dispatch(TimePoint now, Qp& qp, const wire::ParsedPacket& pkt);
   FillResult fill_one(TimePoint now, Qp& qp, TxSlot& slot);
+  // The requester's controller holds it until its next send time: arms kPacing.
+  bool pacing_holds(Qp& qp, TimePoint now);
+  // Notification point: a CE-marked packet arrived for qp; the CNP gap timer ended.
+  void on_ce(Qp& qp, TimePoint now);
+  void on_cnp_gap_end(Qp& qp, TimePoint now);
+  FillResult fill_cnp(Qp& qp, TxSlot& slot);
   void tx_list_push(Qp& qp);
 
   EngineConfig config_;

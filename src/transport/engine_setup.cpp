@@ -167,6 +167,10 @@ Result<QpInfo> EngineImpl::create_qp(PdId pd, const QpInitAttr& attr) {
   if (cap.max_inline_data > lim.max_inline_data) {
     return Status(EINVAL, "create_qp: max_inline_data above the device limit");
   }
+  if (attr.cc != CcAlgorithm::kDefault && attr.cc != CcAlgorithm::kNone &&
+      attr.cc != CcAlgorithm::kDcqcn) {
+    return Status(EINVAL, "create_qp: cc must be kDefault, kNone or kDcqcn");
+  }
   uint32_t slot = 0;
   uint32_t qpn = 0;
   if (attr.qp_type == QpType::kGsi) {
@@ -193,6 +197,12 @@ Result<QpInfo> EngineImpl::create_qp(PdId pd, const QpInitAttr& attr) {
   qp->cap = cap;
   if (attr.srq) qp->cap.max_recv_wr = qp->cap.max_recv_sge = 0;
   qp->sq_sig_all = attr.sq_sig_all;
+  // Congestion control runs on connected QPs only: a UD/GSI QP has no single peer to pace
+  // towards or to send CNPs to.
+  qp->cc_algorithm = qp->is_ud()                        ? CcAlgorithm::kNone
+                     : attr.cc == CcAlgorithm::kDefault ? config_.cc.algorithm
+                                                        : attr.cc;
+  install_controller(*qp);
   qp->sport = initial_sport(qpn);
   qp->sq.init(std::max(cap.max_send_wr, 1u), cap.max_send_sge, cap.max_inline_data);
   uint32_t recv_sge = cap.max_recv_sge;
@@ -219,8 +229,8 @@ Result<QpInfo> EngineImpl::create_qp(PdId pd, const QpInitAttr& attr) {
 void EngineImpl::reset_qp(Qp& qp) {
   qp.state = QpState::kReset;
   qp.sq_draining = false;
-  disarm_timer(qp, TimerKind::kRetransmit);
-  disarm_timer(qp, TimerKind::kRnr);
+  disarm_all_timers(qp);
+  install_controller(qp);  // a reset QP starts again at the line rate
   qp.sq.clear();
   qp.rq.clear();
   qp.req.reset(Psn(0), 0);
@@ -312,14 +322,15 @@ Status EngineImpl::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const 
   init.srq = qp->srq;
   init.cap = qp->cap;
   init.sq_sig_all = qp->sq_sig_all;
+  init.cc = qp->cc_algorithm;
+  if (qp->cc != nullptr) attr.cc = qp->cc->state();
   return Status::ok();
 }
 
 Status EngineImpl::destroy_qp(uint32_t qpn) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "destroy_qp: no such QP");
-  disarm_timer(*qp, TimerKind::kRetransmit);
-  disarm_timer(*qp, TimerKind::kRnr);
+  disarm_all_timers(*qp);
   if (qp->in_tx_list) {
     // Drop its entry from the TX ring, keeping the others in order (setup path).
     uint32_t kept = 0;

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -30,8 +31,17 @@ struct Qp;
 struct TxSlot;
 struct PacketMeta;
 
-enum class TimerKind : uint8_t { kRetransmit = 0, kRnr = 1 };
-inline constexpr uint32_t kTimerCount = 2;
+// Every per-QP timer; each has its own slot in the engine's TimerHeap (qp.index *
+// kTimerCount + kind) and on_timer dispatches on the kind.
+enum class TimerKind : uint8_t {
+  kRetransmit,  // ACK timeout (completer)
+  kRnr,         // RNR NAK wait (completer)
+  kPacing,      // "not before": the requester may send again (congestion control's pacer)
+  kCc,          // the controller's own deadline (CongestionControl::next_timer)
+  kCnpGap,      // end of the notification point's min_time_between_cnps window
+  kCount,
+};
+inline constexpr uint32_t kTimerCount = static_cast<uint32_t>(TimerKind::kCount);
 
 // What a producer did with a TX slot.
 enum class FillResult : uint8_t { kProduced, kNothing, kNoRoom };
@@ -214,7 +224,14 @@ struct Qp {
   Responder resp;
 
   Counters counters;
+  // Congestion control: the engine's controller for this QP (null for kNone) and the one in
+  // use (own_cc, or an external one attached by set_congestion_control).
+  CcAlgorithm cc_algorithm = CcAlgorithm::kNone;
+  std::unique_ptr<CongestionControl> own_cc;
   CongestionControl* cc = nullptr;
+  // Notification point: a CNP waits for a TX slot; a CE mark arrived inside the CNP gap.
+  bool cnp_due = false;
+  bool ce_in_gap = false;
   bool in_tx_list = false;
 
   [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }

@@ -16,6 +16,8 @@
 #include <span>
 #include <utility>
 
+#include "transport/cc/cc_types.hpp"
+
 namespace uroce::transport {
 
 // ---------------------------------------------------------------------------------------
@@ -283,6 +285,8 @@ struct QpInitAttr {
   std::optional<SrqId> srq;
   QpCap cap;
   bool sq_sig_all = false;
+  // uroce: the congestion control this QP runs; kDefault takes EngineConfig::cc.algorithm.
+  CcAlgorithm cc = CcAlgorithm::kDefault;
 };
 
 // Returned by create_qp: the QPN and the capabilities actually granted (>= requested).
@@ -320,6 +324,7 @@ struct QpAttr {
   uint8_t alt_port_num = 0;
   uint8_t alt_timeout = 0;
   uint32_t rate_limit = 0;
+  QpCcState cc;  // uroce, read-only: filled by query_qp, ignored by modify_qp
 };
 
 struct SendWr {

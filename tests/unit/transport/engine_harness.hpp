@@ -9,7 +9,8 @@
 // Every packet an engine transmits is recorded in log() (direction, time, bytes, parsed
 // headers available through wire::parse_packet) and then passes the direction's faults:
 // a seeded drop / duplicate / reorder probability, plus an optional hook that sees the
-// packet and decides (pass, drop, duplicate, delay, or rewrite the bytes). Delivery is in
+// packet and decides (pass, drop, duplicate, delay, or rewrite the bytes or the metadata:
+// setting meta.tos's ECN bits to 3 is a switch's CE mark). Delivery is in
 // (time, sequence) order; timers fire at their deadlines; nothing depends on the real
 // clock, so a failing seed replays bit for bit.
 #pragma once
@@ -95,6 +96,8 @@ struct PairOptions {
   uint32_t qkey = 0x11111111;
   bool sq_sig_all = false;
   bool use_srq = false;
+  transport::CcAlgorithm cc = transport::CcAlgorithm::kDefault;  // QpInitAttr::cc of both QPs
+  uint8_t traffic_class = 0;  // both AVs' traffic class (DSCP << 2 | ECN)
   size_t buffer_size = 1 << 20;
   uint32_t cqe = 4096;
 };
@@ -126,8 +129,9 @@ struct HarnessOptions {
   Nanos latency = Nanos(2000);  // one-way wire latency
   uint64_t seed = 1;            // seeds the fault dice and the engines' key generators
   transport::Mtu active_mtu = transport::Mtu::k4096;
-  size_t tx_burst = 16;  // TX slots offered per poll_tx call
-  bool ipv6 = false;     // GIDs 2001:db8::1 / ::2 instead of ::ffff:10.0.0.1 / .2
+  size_t tx_burst = 16;    // TX slots offered per poll_tx call
+  bool ipv6 = false;       // GIDs 2001:db8::1 / ::2 instead of ::ffff:10.0.0.1 / .2
+  transport::CcConfig cc;  // both engines' congestion control (default: none)
 };
 
 class EngineHarness {
@@ -140,6 +144,7 @@ class EngineHarness {
       cfg.seed = opt.seed * 2 + static_cast<uint64_t>(i) + 1;
       cfg.active_mtu = opt.active_mtu;
       cfg.limits.max_qp = 64;
+      cfg.cc = opt.cc;
       engines_[i] = std::make_unique<Engine>(cfg);
       gids_[i] = ipv4_gid(10, 0, 0, static_cast<uint8_t>(i + 1));
       if (opt.ipv6) {
@@ -263,6 +268,7 @@ class EngineHarness {
     init.recv_cq = ep.recv_cq;
     init.cap = {o.max_send_wr, o.max_recv_wr, o.max_sge, o.max_sge, o.max_inline};
     init.sq_sig_all = o.sq_sig_all;
+    init.cc = o.cc;
     if (o.use_srq) {
       ep.srq = e.create_srq(ep.pd, {o.max_recv_wr, o.max_sge, 0}).value();
       init.srq = ep.srq;
@@ -292,6 +298,7 @@ class EngineHarness {
       a.ah_attr.dgid = peer.gid;
       a.ah_attr.sgid = self.gid;
       a.ah_attr.is_global = true;
+      a.ah_attr.traffic_class = o.traffic_class;
       a.ah_attr.port_num = 1;
       mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
       if (o.type == QpType::kRc) {
