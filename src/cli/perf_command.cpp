@@ -285,9 +285,17 @@ int run_client(PerfOptions& o) {
 
 int run_server(PerfOptions& o) {
   std::string error;
+  // A named device (-d) opens before the wait for a client, so a wrong name fails at once and
+  // --metrics/--capture work from the start; without one, the device is the one the client
+  // reaches us on, known only once it connects.
+  std::unique_ptr<device::Device> dev;
+  if (!o.device.empty()) {
+    dev = open_cli_device(o.device, std::nullopt, error);
+    if (!dev) return failure(error);
+  }
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);
-  auto dev = open_cli_device(o.device, sock->local_address(), error);
+  if (!dev) dev = open_cli_device(o.device, sock->local_address(), error);
   if (!dev) return failure(error);
   const auto peer = greet_as_server(*sock, error);
   if (!peer) return failure(error);

@@ -122,8 +122,9 @@ class CliMetrics : public ::testing::Test {
 TEST_F(CliMetrics, MetricsPortInUseIsAnError) {
   const uint16_t metrics = closed_tcp_port();
   const std::string where = "127.0.0.1:" + std::to_string(metrics);
-  Process first({"perf", "write_bw", "-p", std::to_string(next_port()), "--metrics", where,
-                 "--timeout", "20"},
+  // -d: a server with a named device opens it (and its exporter) before a client connects.
+  Process first({"perf", "write_bw", "-d", "uroce_lo", "-p", std::to_string(next_port()),
+                 "--metrics", where, "--timeout", "20"},
                 next_port());
   // The first server owns the port once it answers.
   const auto end = Clock::now() + 10s;
@@ -134,8 +135,8 @@ TEST_F(CliMetrics, MetricsPortInUseIsAnError) {
     if (!up) std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(up);
-  Process second({"perf", "write_bw", "-p", std::to_string(next_port()), "--metrics", where,
-                  "--timeout", "20"},
+  Process second({"perf", "write_bw", "-d", "uroce_lo", "-p", std::to_string(next_port()),
+                  "--metrics", where, "--timeout", "20"},
                  next_port());
   EXPECT_EQ(second.wait(10s), 1) << second.err();
   EXPECT_EQ(second.err(), "uroce perf: cannot listen for metrics on " + where +
@@ -144,8 +145,8 @@ TEST_F(CliMetrics, MetricsPortInUseIsAnError) {
 }
 
 TEST_F(CliMetrics, PortZeroPrintsThePortAndTooBigDropsAreExported) {
-  Process srv({"perf", "write_bw", "-p", std::to_string(next_port()), "--metrics", "127.0.0.1:0",
-               "--timeout", "20"},
+  Process srv({"perf", "write_bw", "-d", "uroce_lo", "-p", std::to_string(next_port()), "--metrics",
+               "127.0.0.1:0", "--timeout", "20"},
               next_port());
   ASSERT_TRUE(wait_for(srv, "/metrics\n", 10s)) << srv.err();
   std::smatch m;
