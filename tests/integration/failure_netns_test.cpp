@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "ibverbs_test_util.hpp"
+
 namespace uroce::itest {
 namespace {
 
@@ -413,6 +415,11 @@ TEST_F(FailureNetnsTest, DropInWarnsOnceAboutAStalledQpUnlessSwitchedOff) {
   for (const bool on : {true, false}) {
     auto e = env();
     e.emplace_back("LD_LIBRARY_PATH", lib);
+    // Under ASan/UBSan the drop-in is instrumented: Debian's program needs the runtimes first.
+    if (const std::string preload = ibtest::sanitizer_preload(); !preload.empty()) {
+      e.emplace_back("LD_PRELOAD", preload);
+      e.emplace_back("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1");
+    }
     if (!on) e.emplace_back("UROCE_WATCHDOG", "0");
     std::vector<std::string> args = {tool, "-p", tcp_};
     for (const std::string& f : dev_flags("-g")) args.push_back(f);

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "ibverbs_test_util.hpp"
 #include "net/reuseport_registry.hpp"
 
 namespace uroce::itest {
@@ -55,6 +56,7 @@ class NsProcess {
             uint16_t udp_port, const std::string& name)
       : out_(env_dir + "/" + name + ".out") {
     const bool rdma_core = !args.empty() && args[0].rfind("ibv_", 0) == 0;
+    const std::string preload = ibtest::sanitizer_preload();
     std::cout.flush();  // or the child's freopen writes our buffered output a second time
     std::fflush(nullptr);
     pid_ = fork();
@@ -62,7 +64,14 @@ class NsProcess {
       setenv("UROCE_UDP_PORT", std::to_string(udp_port).c_str(), 1);
       setenv("XDG_RUNTIME_DIR", env_dir.c_str(), 1);
       setenv("UROCE_STAT_DIR", env_dir.c_str(), 1);
-      if (rdma_core) setenv("LD_LIBRARY_PATH", kDropInDir.c_str(), 1);
+      if (rdma_core) {
+        setenv("LD_LIBRARY_PATH", kDropInDir.c_str(), 1);
+        // Under ASan/UBSan the drop-in is instrumented: rdma-core's program needs the runtimes.
+        if (!preload.empty()) {
+          setenv("LD_PRELOAD", preload.c_str(), 1);
+          setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1", 1);
+        }
+      }
       if (!freopen(out_.c_str(), "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
       std::vector<std::string> all = {"ip", "netns", "exec", ns};
       if (!rdma_core) all.push_back(kUroce);
