@@ -10,8 +10,26 @@
 namespace uroce::config {
 namespace {
 
+// "NAME=value" for a one-line message: control bytes in the value (a stray newline from a
+// script, say) are shown as \xNN so the message stays on one line and says what was there.
+std::string printable(std::string_view value) {
+  std::string out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char c : value) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string assignment(std::string_view name, std::string_view value) {
-  return std::string(name) + "=" + std::string(value);
+  return std::string(name) + "=" + printable(value);
 }
 
 std::vector<std::string> split_list(std::string_view text) {
@@ -114,8 +132,8 @@ std::optional<HostOptions> HostOptions::from_env(std::string& error, const Geten
   if (auto v = value("UROCE_DEVICE_ADDR")) {
     for (const std::string& a : split_list(*v)) {
       if (!is_address(a)) {
-        error =
-            assignment("UROCE_DEVICE_ADDR", *v) + ": '" + a + "' is not an IPv4 or IPv6 address";
+        error = assignment("UROCE_DEVICE_ADDR", *v) + ": '" + printable(a) +
+                "' is not an IPv4 or IPv6 address";
         return std::nullopt;
       }
       o.device_addrs.push_back(a);

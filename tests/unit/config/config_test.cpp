@@ -78,6 +78,10 @@ TEST(HostOptions, GoodValues) {
 TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
       {{{"UROCE_UDP_PORT", "123abc"}}, "UROCE_UDP_PORT=123abc is not a UDP port (1 .. 65535)"},
+      // Control bytes are shown, so the message stays one line (found by fuzz_env_options).
+      {{{"UROCE_UDP_PORT", "47\n91"}}, "UROCE_UDP_PORT=47\\x0a91 is not a UDP port (1 .. 65535)"},
+      {{{"UROCE_DEVICE_ADDR", "\n"}},
+       "UROCE_DEVICE_ADDR=\\x0a: '\\x0a' is not an IPv4 or IPv6 address"},
       {{{"UROCE_UDP_PORT", "0"}}, "UROCE_UDP_PORT=0 is not a UDP port (1 .. 65535)"},
       {{{"UROCE_UDP_PORT", "65536"}}, "UROCE_UDP_PORT=65536 is not a UDP port (1 .. 65535)"},
       {{{"UROCE_UDP_PORT", "-1"}}, "UROCE_UDP_PORT=-1 is not a UDP port (1 .. 65535)"},
