@@ -1,8 +1,8 @@
 // Writing and reading the shared-memory counters segment (layout: shm_layout.hpp).
 //
-//   auto pub = ShmPublisher::create("uroce_eth0", &error);   // /dev/shm/uroce-<pid>-netns-<n>-uroce_eth0
-//   pub->publish(snapshot);                              // progress thread only
-//   for (auto& s : read_segments({.pid = 1234})) ...     // any process of the same user
+//   auto pub = ShmPublisher::create("uroce_eth0", &error);   //
+//   /dev/shm/uroce-<pid>-netns-<n>-uroce_eth0 pub->publish(snapshot); // progress thread only for
+//   (auto& s : read_segments({.pid = 1234})) ...     // any process of the same user
 //
 // A segment whose pid is gone (or was reused by another program: the process start time
 // differs) is stale: readers skip it and, when asked to clean, unlink it.

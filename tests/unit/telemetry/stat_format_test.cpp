@@ -41,21 +41,23 @@ TEST(StatFormatTest, ZeroCountersAreHiddenUnlessAll) {
   const DeviceSnapshot s = snapshot({20, 20, 0, 0, 20}, {20, 20, 0, 0, 20});
   StatView view;
   view.program = "ib_write_bw";
-  EXPECT_EQ(format_stat_text(s, view),
-            "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
-            "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n"
-            "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
-            "rtt -\n"
-            "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n");
+  EXPECT_EQ(
+      format_stat_text(s, view),
+      "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
+      "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n"
+      "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
+      "rtt -\n"
+      "    sent_pkts 20 rcvd_pkts 20 acks_rcvd 20\n");
   view.all = true;
-  EXPECT_EQ(format_stat_text(s, view),
-            "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
-            "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
-            "    acks_rcvd 20\n"
-            "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
-            "rtt -\n"
-            "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
-            "    acks_rcvd 20\n");
+  EXPECT_EQ(
+      format_stat_text(s, view),
+      "link uroce_eth0/1 pid 4242 (ib_write_bw)\n"
+      "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
+      "    acks_rcvd 20\n"
+      "link uroce_eth0/1 pid 4242 (ib_write_bw) qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 "
+      "rtt -\n"
+      "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
+      "    acks_rcvd 20\n");
 }
 
 TEST(StatFormatTest, AllZeroIsSaidAndAnUnknownProgramIsLeftOut) {
