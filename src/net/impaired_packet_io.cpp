@@ -142,8 +142,12 @@ void ImpairedPacketIo::publish() {
   TimePoint next = kNever;
   if (tx_line_) next = std::min(next, tx_line_->next_release());
   if (rx_line_) next = std::min(next, rx_line_->next_release());
-  next_release_.store(next);
+  // An application thread's post sends through tx_burst while the progress thread may be
+  // asleep in wait() with a timeout computed before this packet was held: wake it when the
+  // earliest release moved closer, or the packet would wait for its next wake-up.
+  const TimePoint before = next_release_.exchange(next);
   want_write_.store(inner_blocked_);
+  if (next < before) inner_->wake();
 }
 
 void ImpairedPacketIo::wait(Nanos timeout, bool want_write) {

@@ -55,7 +55,7 @@ class MemoryIo final : public device::PacketIo {
     last_timeout = timeout;
     last_want_write = want_write;
   }
-  void wake() override {}
+  void wake() override { ++wakes; }
   [[nodiscard]] bool can_send_from(const device::Gid&) const override { return true; }
   [[nodiscard]] device::IoCounters io_counters() const override {
     device::IoCounters c;
@@ -68,6 +68,7 @@ class MemoryIo final : public device::PacketIo {
   size_t accept_per_call = SIZE_MAX;
   Nanos last_timeout{-2};
   bool last_want_write = false;
+  int wakes = 0;
 };
 
 // A packet whose ICRC is right for `meta`, tagged by its first payload byte.
@@ -162,6 +163,21 @@ TEST_F(ImpairedIoTest, DelayedTransmissionsLeaveWhenDueFromRxBurst) {
   const device::IoCounters c = io_->io_counters();
   EXPECT_EQ(c.impair_delayed, 3u);
   EXPECT_EQ(c.icmp_too_big, 7u);  // the driver's own counters pass through
+}
+
+TEST_F(ImpairedIoTest, AnEarlierReleaseWakesTheSleepingProgressThread) {
+  // An application thread's post reaches tx_burst while the progress thread sleeps with a
+  // timeout computed before: only a wake makes it sleep no longer than the new release.
+  make("delay=100us");
+  ASSERT_EQ(send({sealed_packet(1)}), 1u);
+  EXPECT_EQ(mem_->wakes, 1);  // the line was empty
+  g_now += microseconds(10);
+  ASSERT_EQ(send({sealed_packet(2)}), 1u);
+  EXPECT_EQ(mem_->wakes, 1);  // released after the first: the sleeper's timeout still holds
+  g_now += microseconds(90);
+  (void)receive();
+  EXPECT_EQ(mem_->sent.size(), 1u);
+  EXPECT_EQ(mem_->wakes, 1);  // the release moved later, not closer
 }
 
 TEST_F(ImpairedIoTest, ReorderingReallyReorders) {
