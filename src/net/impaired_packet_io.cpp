@@ -64,7 +64,10 @@ size_t ImpairedPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
     if (v.ce) meta.tos |= 3;
     const auto bytes = std::span<const uint8_t>(s.buf.data(), s.len);
     std::span<uint8_t> copy;
-    (void)tx_line_->push(v.release, bytes, meta, &copy);
+    if (!tx_line_->push(v.release, bytes, meta, &copy)) {
+      ++tx_model_->counters().overflow;  // longer than a slot: never built by the engine
+      continue;
+    }
     if (v.dup && !tx_line_->push(v.release, bytes, meta)) ++tx_model_->counters().overflow;
     if (v.corrupt) (void)fault::corrupt_packet(meta.ip, copy, v.corrupt_bit);
   }

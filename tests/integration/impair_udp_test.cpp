@@ -163,9 +163,10 @@ TEST_F(ImpairUdpTest, DelayAddsToTheRoundTrip) {
   std::sort(ms.begin(), ms.end());
   // The WRITE waits 2 ms in A's line; the ACK comes back at once. Never early; the median
   // within 2 ms of it on a loaded machine.
-  EXPECT_GE(ms.front(), 2.0);
-  EXPECT_LT(ms[ms.size() / 2], 4.0);
-  EXPECT_EQ(io(*a_).impair_delayed, 20u);
+  EXPECT_GE(ms.front(), 2.0) << "fastest " << ms.front() << " ms";
+  EXPECT_LT(ms[ms.size() / 2], 4.0) << "median " << ms[ms.size() / 2] << " ms";
+  // Every WRITE was held (a retransmission of one, on a very slow machine, is held too).
+  EXPECT_GE(io(*a_).impair_delayed, 20u);
 }
 
 TEST_F(ImpairUdpTest, AMalformedSpecFailsOpenWithItsOneLineError) {
