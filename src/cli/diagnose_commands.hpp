@@ -13,5 +13,6 @@ Subcommand add_doctor_command(CLI::App& app);
 // Adds --metrics ADDR:PORT and --capture FILE.pcap to `uroce perf` and `uroce pingpong`
 // (call after every subcommand was added).
 void add_telemetry_options(CLI::App& app);
+void add_impair_option(CLI::App& app);  // --impair on perf and pingpong (impair_option.cpp)
 
 }  // namespace uroce::cli

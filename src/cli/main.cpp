@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   commands.reserve(kCommands.size());
   for (AddCommand add : kCommands) commands.push_back(add(app));
   uroce::cli::add_telemetry_options(app);
+  uroce::cli::add_impair_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

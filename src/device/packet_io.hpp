@@ -59,6 +59,14 @@ struct IoCounters {
   uint64_t icmp_port_unreachable = 0;
   uint64_t icmp_unreachable = 0;
   uint64_t icmp_too_big = 0;
+  // What UROCE_IMPAIR did (src/net/impaired_packet_io.hpp); 0 without impairment.
+  uint64_t impair_dropped = 0;
+  uint64_t impair_duplicated = 0;
+  uint64_t impair_corrupted = 0;
+  uint64_t impair_ce_marked = 0;
+  uint64_t impair_delayed = 0;
+  uint64_t impair_reordered = 0;
+  uint64_t impair_overflow = 0;
 };
 
 class PacketIo {

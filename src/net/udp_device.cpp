@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
+#include "fault/impair_spec.hpp"
 #include "net/cc_env.hpp"
+#include "net/impaired_packet_io.hpp"
 #include "telemetry/device_telemetry.hpp"
 #include "wire/icrc.hpp"
 
@@ -96,9 +99,11 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
       TxDatagram& d = tx_scratch_[run];
       d.data = std::span<const uint8_t>(s.buf.data(), s.len);
       d.ip = s.meta.ip;
-      if (port != nullptr && !port->has_source_port(d.ip.sport)) {
+      if (port != nullptr && !port->has_source_port(d.ip.sport) &&
+          wire::verify_icrc_udp(s.meta.ip, s.buf.first(s.len)) != wire::IcrcResult::kBad) {
         // The packet will leave from the bound port; the ICRC covers the UDP source port, so
-        // re-seal it for the port the peer will see (rare: the per-QP port was taken).
+        // re-seal it for the port the peer will see (rare: the per-QP port was taken). One
+        // already wrong (UROCE_IMPAIR corrupt=) stays wrong rather than sealing the damage.
         wire::IpContext sealed = s.meta.ip;
         sealed.sport = port->port();
         wire::write_icrc(sealed, s.buf.first(s.len));
@@ -350,12 +355,23 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     return NetError{EINVAL, cc_error};
   }
 
+  fault::ImpairSpec impair;
+  if (const char* v = std::getenv("UROCE_IMPAIR"); v != nullptr) {
+    if (std::string e = fault::parse_impair_spec("UROCE_IMPAIR", v, impair); !e.empty()) {
+      return NetError{EINVAL, e};
+    }
+  }
+
   std::string telemetry_error;
   config.observer = telemetry::observer_from_env(name, &telemetry_error, options.udp_port);
   if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
-  auto io =
+  std::unique_ptr<device::PacketIo> io =
       std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port, std::move(path_log));
+  if (impair.active()) {
+    // Without seed= each device draws its own decisions (from the engine's random seed).
+    io = std::make_unique<ImpairedPacketIo>(std::move(io), impair, seed ^ 0x1A3B5C7D9E0F2468ull);
+  }
   return std::make_unique<device::Device>(std::move(config), std::move(io));
 }
 

@@ -38,6 +38,11 @@ std::vector<uint64_t> published_values(const transport::Counters& c, const devic
   v.push_back(io.icmp_port_unreachable);
   v.push_back(io.icmp_unreachable);
   v.push_back(io.icmp_too_big);
+  for (const uint64_t x :
+       {io.impair_dropped, io.impair_duplicated, io.impair_corrupted, io.impair_ce_marked,
+        io.impair_delayed, io.impair_reordered, io.impair_overflow}) {
+    v.push_back(x);
+  }
   v.push_back(acks);
   return v;
 }
@@ -77,6 +82,11 @@ const std::vector<std::string>& published_counter_names() {
     for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
                            "icmp_unreachable", "icmp_too_big"}) {
       n.emplace_back(io);
+    }
+    for (const char* im :
+         {"impair_dropped", "impair_duplicated", "impair_corrupted", "impair_ce_marked",
+          "impair_delayed", "impair_reordered", "impair_overflow"}) {
+      n.emplace_back(im);
     }
     n.emplace_back("acks_rcvd");
     return n;

@@ -59,7 +59,9 @@ struct TelemetryOptions {
 // same event under another name (out_of_sequence = out_of_seq_request, rnr_nak_retry_err =
 // retry_rnr_exceeded_err), then the UDP driver's drops and ICMP errors (tx_drop_too_big,
 // tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big; device-wide, 0 per
-// QP), then acks_rcvd (ACKs seen by the round-trip tracker, always last).
+// QP), then what UROCE_IMPAIR did (impair_dropped, impair_duplicated, impair_corrupted,
+// impair_ce_marked, impair_delayed, impair_reordered, impair_overflow; device-wide), then
+// acks_rcvd (ACKs seen by the round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();
 
 class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSource {

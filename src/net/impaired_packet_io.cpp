@@ -1,0 +1,198 @@
+#include "net/impaired_packet_io.hpp"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "device/device.hpp"
+#include "fault/corrupt.hpp"
+
+namespace uroce::net {
+
+ImpairedPacketIo::ImpairedPacketIo(std::unique_ptr<device::PacketIo> inner,
+                                   const fault::ImpairSpec& spec, uint64_t seed, Clock clock)
+    : inner_(std::move(inner)), spec_(spec), clock_(clock) {
+  const uint64_t s = spec.seed.value_or(seed);
+  if (spec.impairs_tx()) {
+    tx_model_ = std::make_unique<fault::ImpairModel>(spec, s, 0);
+    tx_line_ = std::make_unique<Line>(spec.limit, device::kPacketBufferSize);
+  }
+  if (spec.impairs_rx()) {
+    rx_model_ = std::make_unique<fault::ImpairModel>(spec, s, 1);
+    rx_line_ = std::make_unique<Line>(spec.limit, device::kPacketBufferSize);
+  }
+}
+
+TimePoint ImpairedPacketIo::now() const {
+  return clock_ != nullptr ? clock_() : device::Device::now();
+}
+
+void ImpairedPacketIo::flush_tx(TimePoint now) {
+  inner_blocked_ = false;
+  if (!tx_line_) return;
+  while (true) {
+    const size_t n = tx_line_->take(now, std::span<Line::Packet>(batch_));
+    if (n == 0) return;
+    for (size_t i = 0; i < n; ++i) {
+      batch_slots_[i].buf = batch_[i].bytes;
+      batch_slots_[i].len = batch_[i].bytes.size();
+      batch_slots_[i].meta = batch_[i].meta;
+    }
+    const size_t sent =
+        inner_->tx_burst(std::span<const transport::TxSlot>(batch_slots_.data(), n));
+    tx_line_->settle(sent);
+    if (sent < n) {
+      inner_blocked_ = true;
+      return;
+    }
+  }
+}
+
+size_t ImpairedPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
+  if (!tx_model_) return inner_->tx_burst(pkts);
+  const TimePoint t = now();
+  flush_tx(t);
+  size_t consumed = 0;
+  for (; consumed < pkts.size(); ++consumed) {
+    // Backpressure before deciding, so every packet is decided exactly once.
+    if (tx_line_->full()) break;
+    const transport::TxSlot& s = pkts[consumed];
+    const fault::Verdict v = tx_model_->decide(t, s.meta.tos & 3);
+    if (v.drop) continue;
+    transport::PacketMeta meta = s.meta;
+    if (v.ce) meta.tos |= 3;
+    const auto bytes = std::span<const uint8_t>(s.buf.data(), s.len);
+    std::span<uint8_t> copy;
+    if (!tx_line_->push(v.release, bytes, meta, &copy)) {
+      ++tx_model_->counters().overflow;  // longer than a slot: never built by the engine
+      continue;
+    }
+    if (v.dup && !tx_line_->push(v.release, bytes, meta)) ++tx_model_->counters().overflow;
+    if (v.corrupt) (void)fault::corrupt_packet(meta.ip, copy, v.corrupt_bit);
+  }
+  flush_tx(t);
+  publish();
+  return consumed;
+}
+
+size_t ImpairedPacketIo::deliver_held(TimePoint now, std::span<device::RxPacket> out) {
+  size_t n = 0;
+  while (n < out.size() && rx_line_->due(now)) {
+    const Line::Packet p = rx_line_->front();
+    std::memcpy(out[n].buf.data(), p.bytes.data(), p.bytes.size());
+    out[n].len = p.bytes.size();
+    out[n].meta = p.meta;
+    rx_line_->pop();
+    ++n;
+  }
+  return n;
+}
+
+size_t ImpairedPacketIo::impair_received(TimePoint now, std::span<device::RxPacket> out, size_t n) {
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    device::RxPacket& p = out[i];
+    const fault::Verdict v = rx_model_->decide(now, p.meta.tos & 3);
+    if (v.drop) continue;
+    if (v.ce) p.meta.tos |= 3;
+    const auto bytes = std::span<uint8_t>(p.buf.data(), p.len);
+    // The original goes first and takes the corruption; the duplicate is the packet as it came.
+    std::span<uint8_t> original = bytes;
+    const bool hold = v.release > now;
+    if (hold && !rx_line_->push(v.release, bytes, p.meta, &original)) {
+      ++rx_model_->counters().overflow;
+      continue;
+    }
+    if (v.dup && !rx_line_->push(v.release, bytes, p.meta)) ++rx_model_->counters().overflow;
+    if (v.corrupt) (void)fault::corrupt_packet(p.meta.ip, original, v.corrupt_bit);
+    if (hold) continue;
+    if (kept != i) {
+      std::memcpy(out[kept].buf.data(), p.buf.data(), p.len);
+      out[kept].len = p.len;
+      out[kept].meta = p.meta;
+    }
+    ++kept;
+  }
+  return kept;
+}
+
+size_t ImpairedPacketIo::rx_burst(std::span<device::RxPacket> out) {
+  const TimePoint t = now();
+  // The device calls rx_burst on every pass but tx_burst only when the engine built
+  // something: this is where held transmissions leave once due.
+  if (tx_model_) flush_tx(t);
+  if (!rx_model_) {
+    if (tx_model_) publish();
+    return inner_->rx_burst(out);
+  }
+  const size_t held = deliver_held(t, out);
+  const size_t fresh = inner_->rx_burst(out.subspan(held));
+  const size_t n = held + impair_received(t, out.subspan(held), fresh);
+  publish();
+  return n;
+}
+
+void ImpairedPacketIo::publish() {
+  fault::ImpairCounters c;
+  if (tx_model_) c += tx_model_->counters();
+  if (rx_model_) c += rx_model_->counters();
+  const uint64_t v[7] = {c.dropped, c.duplicated, c.corrupted, c.ce_marked,
+                         c.delayed, c.reordered,  c.overflow};
+  for (size_t i = 0; i < published_.size(); ++i) {
+    published_[i].store(v[i], std::memory_order_relaxed);
+  }
+  TimePoint next = kNever;
+  if (tx_line_) next = std::min(next, tx_line_->next_release());
+  if (rx_line_) next = std::min(next, rx_line_->next_release());
+  // An application thread's post sends through tx_burst while the progress thread may be
+  // asleep in wait() with a timeout computed before this packet was held: wake it when the
+  // earliest release moved closer, or the packet would wait for its next wake-up.
+  const TimePoint before = next_release_.exchange(next);
+  want_write_.store(inner_blocked_);
+  if (next < before) inner_->wake();
+}
+
+void ImpairedPacketIo::wait(Nanos timeout, bool want_write) {
+  if (spec_.delay.count() != 0 && !slack_set_) {
+    // The kernel's default 50 us timer slack would add up to 50 us to every held packet's
+    // wake-up; this thread (the progress thread) sleeps to release them on time.
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set_ = true;
+  }
+  const TimePoint next = next_release_.load();
+  if (next != kNever) {
+    const Nanos until = std::max(next - now(), Nanos::zero());
+    timeout = timeout.count() < 0 ? until : std::min(timeout, until);
+  }
+  // The device asks for POLLOUT when this decorator took fewer packets than offered, which is
+  // a full line more often than a full socket: only the latter is worth waking on.
+  inner_->wait(timeout, tx_model_ ? want_write_.load() : want_write);
+}
+
+fault::ImpairCounters ImpairedPacketIo::impair_counters() const {
+  fault::ImpairCounters c;
+  c.dropped = published_[0].load(std::memory_order_relaxed);
+  c.duplicated = published_[1].load(std::memory_order_relaxed);
+  c.corrupted = published_[2].load(std::memory_order_relaxed);
+  c.ce_marked = published_[3].load(std::memory_order_relaxed);
+  c.delayed = published_[4].load(std::memory_order_relaxed);
+  c.reordered = published_[5].load(std::memory_order_relaxed);
+  c.overflow = published_[6].load(std::memory_order_relaxed);
+  return c;
+}
+
+device::IoCounters ImpairedPacketIo::io_counters() const {
+  device::IoCounters io = inner_->io_counters();
+  const fault::ImpairCounters c = impair_counters();
+  io.impair_dropped = c.dropped;
+  io.impair_duplicated = c.duplicated;
+  io.impair_corrupted = c.corrupted;
+  io.impair_ce_marked = c.ce_marked;
+  io.impair_delayed = c.delayed;
+  io.impair_reordered = c.reordered;
+  io.impair_overflow = c.overflow;
+  return io;
+}
+
+}  // namespace uroce::net
