@@ -138,7 +138,7 @@ Subcommand add_switch_command(CLI::App& app) {
   sub->add_option("--seed", a->seed, "Seed of the RED marking draws")->capture_default_str();
   sub->add_option("--frame-slots", a->frame_slots,
                   "Frame buffers (2 KiB each) for all queues and lossless hold queues")
-      ->check(CLI::Range(256u, 1u << 22))
+      ->check(CLI::Range(256u, 1u << 19))
       ->capture_default_str();
   sub->add_option("--duration", a->duration, "Stop after SECONDS (default: at SIGINT/SIGTERM)")
       ->check(CLI::NonNegativeNumber);
