@@ -30,5 +30,7 @@ Subcommand add_gids_command(CLI::App& app);
 Subcommand add_perf_command(CLI::App& app);
 // `uroce pingpong [--transport rc|uc|ud] [--srq] [HOST]`: rdma-core's pingpong examples.
 Subcommand add_pingpong_command(CLI::App& app);
+// `uroce switch --port IF --port IF ...`: a user-space switch with the fabric queue model.
+Subcommand add_switch_command(CLI::App& app);
 
 }  // namespace uroce::cli

@@ -1,0 +1,471 @@
+// The real-time loop of `uroce switch` (switch_forwarder.hpp has what it does and does not
+// emulate). One thread: transmit what the model says is due, read every port in bursts,
+// offer the frames to the model, transmit again, then sleep in ppoll until a frame arrives
+// or the next departure is due.
+#include "cli/switch_forwarder.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "fabric/ecn_frame.hpp"
+#include "fabric/mac_table.hpp"
+#include "net/af_packet_port.hpp"
+
+namespace uroce::cli {
+namespace {
+
+using net::AfPacketPort;
+constexpr uint32_t kHdr = AfPacketPort::kVnetHeaderBytes;
+constexpr int kBurst = AfPacketPort::kMaxBurst;
+// A model rate for --rate unlimited: 1 TB/s, serialization well under a nanosecond per frame.
+constexpr uint64_t kUnlimitedRate = 1'000'000'000'000;
+
+volatile sig_atomic_t g_stop = 0;
+volatile sig_atomic_t g_dump = 0;
+
+void on_stop(int) {
+  g_stop = 1;
+}
+void on_dump(int) {
+  g_dump = 1;
+}
+
+void install(int sig, void (*fn)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: ppoll returns at once
+  ::sigaction(sig, &sa, nullptr);
+}
+
+TimePoint mono_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return TimePoint(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
+}
+
+uint64_t sysfs_counter(const std::string& ifname, const char* name) {
+  std::ifstream in("/sys/class/net/" + ifname + "/statistics/" + name);
+  uint64_t v = 0;
+  in >> v;
+  return v;
+}
+
+// A FIFO of frame slots (index into the pool) with their egress, preallocated.
+class SlotRing {
+ public:
+  explicit SlotRing(size_t capacity) : items_(capacity) {}
+  bool push(uint32_t slot, uint32_t egress) {
+    if (count_ == items_.size()) return false;
+    items_[(head_ + count_) % items_.size()] = {slot, egress};
+    ++count_;
+    return true;
+  }
+  std::pair<uint32_t, uint32_t> pop() {
+    const auto v = items_[head_];
+    head_ = (head_ + 1) % items_.size();
+    --count_;
+    return v;
+  }
+  [[nodiscard]] bool empty() const { return count_ == 0; }
+  [[nodiscard]] size_t size() const { return count_; }
+
+ private:
+  std::vector<std::pair<uint32_t, uint32_t>> items_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
+struct PortStats {
+  uint64_t rx_frames = 0, rx_bytes = 0, tx_frames = 0, tx_bytes = 0;
+  uint64_t flooded = 0, filtered = 0, held = 0, held_max = 0;
+  uint64_t tx_dropped_at_start = 0;
+};
+
+class Forwarder {
+ public:
+  Forwarder(const SwitchRunOptions& o, std::vector<std::unique_ptr<AfPacketPort>> ports,
+            const fabric::SwitchQueueConfig& qc)
+      : o_(o),
+        ports_(std::move(ports)),
+        model_(qc),
+        pool_(size_t{o.frame_slots} * o.slot_bytes),
+        lens_(o.frame_slots),
+        stats_(ports_.size()) {
+    free_.reserve(o.frame_slots);
+    for (uint32_t s = o.frame_slots; s-- > 0;) free_.push_back(s);
+    holds_.reserve(ports_.size());
+    for (size_t i = 0; i < ports_.size(); ++i) holds_.emplace_back(o.frame_slots);
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      stats_[i].tx_dropped_at_start = sysfs_counter(ports_[i]->name(), "tx_dropped");
+      pfds_.push_back({.fd = ports_[i]->fd(), .events = POLLIN, .revents = 0});
+    }
+  }
+
+  int run() {
+    start_ = mono_now();
+    const TimePoint end =
+        o_.duration_s > 0 ? start_ + Nanos(static_cast<int64_t>(o_.duration_s * 1e9)) : kNever;
+    const Nanos trace_every(static_cast<int64_t>(o_.trace_interval_us * 1e3));
+    const Nanos stats_every(static_cast<int64_t>(o_.stats_every_s * 1e9));
+    TimePoint next_trace = start_, next_stats = start_ + stats_every;
+    if (!o_.trace_path.empty()) {
+      trace_ = std::fopen(o_.trace_path.c_str(), "w");
+      if (trace_ == nullptr) {
+        fmt::print(stderr, "uroce switch: cannot write --trace {}: {}\n", o_.trace_path,
+                   std::strerror(errno));
+        return kExitUsage;
+      }
+      std::fputs("time_ns,port,depth_bytes,ecn_marked,dropped,paused,tx_bytes\n", trace_);
+    }
+    std::string names;
+    for (const auto& p : ports_) names += (names.empty() ? "" : ", ") + p->name();
+    fmt::print(stderr, "uroce switch: forwarding between {} ({}, rate {})\n", names,
+               switch_mode_name(o_.mode),
+               o_.unlimited ? std::string("unlimited")
+                            : fmt::format("{} bytes/s", model_.config().line_rate_bytes_per_sec));
+    while (g_stop == 0) {
+      TimePoint now = mono_now();
+      if (now >= end) break;
+      bool busy = transmit_due(now);
+      busy = receive_all(now) || busy;
+      busy = transmit_due(now) || busy;
+      if (trace_ != nullptr && now >= next_trace) {
+        write_trace(now);
+        next_trace = now + trace_every;
+      }
+      if (o_.stats_every_s > 0 && now >= next_stats) {
+        fmt::print(stderr, "{}\n", stats_json(now).dump());
+        next_stats = now + stats_every;
+      }
+      if (g_dump != 0) {
+        g_dump = 0;
+        fmt::print(stderr, "{}\n", stats_json(now).dump());
+      }
+      if (!busy)
+        sleep_until_work(now, std::min({end, trace_ ? next_trace : kNever,
+                                        o_.stats_every_s > 0 ? next_stats : kNever}));
+    }
+    const TimePoint now = mono_now();
+    if (trace_ != nullptr) {
+      write_trace(now);
+      std::fclose(trace_);
+    }
+    if (o_.json) {
+      fmt::print("{}\n", stats_json(now).dump());
+    } else {
+      print_text(now);
+    }
+    std::fflush(stdout);
+    return kExitOk;
+  }
+
+ private:
+  uint8_t* slot(uint32_t s) { return pool_.data() + size_t{s} * o_.slot_bytes; }
+  std::span<uint8_t> frame(uint32_t s) { return {slot(s) + kHdr, lens_[s] - kHdr}; }
+  void release(uint32_t s) { free_.push_back(s); }
+  [[nodiscard]] bool lossless() const { return o_.mode == SwitchMode::kLossless; }
+
+  bool receive_all(TimePoint now) {
+    bool any = false;
+    std::array<uint8_t*, kBurst> bufs{};
+    std::array<uint32_t, kBurst> lens{};
+    std::array<uint32_t, kBurst> slots{};
+    for (uint32_t i = 0; i < ports_.size(); ++i) {
+      // Out of frame slots: leave the frames in the kernel's socket buffer (backpressure).
+      if (free_.size() < static_cast<size_t>(kBurst)) break;
+      for (int k = 0; k < kBurst; ++k) {
+        slots[k] = free_.back();
+        free_.pop_back();
+        bufs[k] = slot(slots[k]);
+      }
+      const int got = ports_[i]->rx_burst(bufs.data(), o_.slot_bytes, lens.data(), kBurst);
+      for (int k = got; k < kBurst; ++k) release(slots[k]);
+      for (int k = 0; k < got; ++k) {
+        lens_[slots[k]] = lens[k];
+        on_frame(i, slots[k], now);
+      }
+      any = any || got > 0;
+    }
+    return any;
+  }
+
+  void on_frame(uint32_t in, uint32_t s, TimePoint now) {
+    const std::span<uint8_t> f = frame(s);
+    PortStats& st = stats_[in];
+    ++st.rx_frames;
+    st.rx_bytes += f.size();
+    if (f.size() < 14) {
+      release(s);
+      return;
+    }
+    macs_.learn(fabric::MacTable::mac_at(f.subspan(6, 6)), in, now);
+    const auto out = macs_.lookup(fabric::MacTable::mac_at(f.first(6)), now);
+    if (!out) {
+      flood(in, s);
+      return;
+    }
+    if (*out == in) {
+      ++st.filtered;
+      release(s);
+      return;
+    }
+    if (lossless() && (model_.paused(in) || !holds_[in].empty())) {
+      hold(in, s, *out);
+      return;
+    }
+    offer(*out, in, s, now);
+  }
+
+  void hold(uint32_t in, uint32_t s, uint32_t out) {
+    // Cannot fail: the ring has a place for every frame slot.
+    (void)holds_[in].push(s, out);
+    PortStats& st = stats_[in];
+    ++st.held;
+    st.held_max = std::max<uint64_t>(st.held_max, holds_[in].size());
+  }
+
+  void flood(uint32_t in, uint32_t s) {
+    ++stats_[in].flooded;
+    uint8_t* buf = slot(s);
+    const uint32_t len = lens_[s];
+    for (uint32_t j = 0; j < ports_.size(); ++j) {
+      if (j == in) continue;
+      ports_[j]->tx_burst(&buf, &len, 1);
+      ++stats_[j].tx_frames;
+      stats_[j].tx_bytes += len - kHdr;
+    }
+    release(s);
+  }
+
+  void offer(uint32_t out, uint32_t in, uint32_t s, TimePoint now) {
+    const std::span<uint8_t> f = frame(s);
+    const fabric::FrameEcn ecn = fabric::frame_ecn(f);
+    const fabric::Packet p{
+        .bytes = static_cast<uint32_t>(f.size()), .ingress = in, .cookie = s, .ect = ecn.ect()};
+    const fabric::EnqueueResult r = model_.enqueue(out, p, now);
+    if (r.verdict != fabric::EnqueueVerdict::kQueued) {
+      release(s);
+      return;
+    }
+    if (r.marked) (void)fabric::mark_ce(f);
+  }
+
+  // Sends every frame whose transmission the model has started by `now`.
+  bool transmit_due(TimePoint now) {
+    bool any = false;
+    std::array<uint8_t*, kBurst> bufs{};
+    std::array<uint32_t, kBurst> lens{};
+    std::array<uint32_t, kBurst> slots{};
+    for (uint32_t e = 0; e < ports_.size(); ++e) {
+      for (;;) {
+        int n = 0;
+        while (n < kBurst) {
+          const auto d = model_.dequeue(e, now);
+          if (!d) break;
+          const auto s = static_cast<uint32_t>(d->packet.cookie);
+          if (d->marked) (void)fabric::mark_ce(frame(s));
+          slots[n] = s;
+          bufs[n] = slot(s);
+          lens[n] = lens_[s];
+          ++n;
+          if (d->resume) release_hold(d->packet.ingress, now);
+        }
+        if (n == 0) break;
+        any = true;
+        ports_[e]->tx_burst(bufs.data(), lens.data(), n);
+        for (int k = 0; k < n; ++k) {
+          ++stats_[e].tx_frames;
+          stats_[e].tx_bytes += lens[k] - kHdr;
+          release(slots[k]);
+        }
+      }
+    }
+    return any;
+  }
+
+  // XON for ingress `in`: its held frames enter the queues, oldest first, until it is
+  // paused again.
+  void release_hold(uint32_t in, TimePoint now) {
+    SlotRing& h = holds_[in];
+    while (!h.empty() && !model_.paused(in)) {
+      const auto [s, out] = h.pop();
+      offer(out, in, s, now);
+    }
+  }
+
+  void sleep_until_work(TimePoint now, TimePoint limit) {
+    TimePoint wake = limit;
+    for (uint32_t e = 0; e < ports_.size(); ++e) wake = std::min(wake, model_.next_dequeue(e));
+    if (wake <= now) return;
+    const bool room = free_.size() >= static_cast<size_t>(kBurst);
+    for (auto& p : pfds_) p.events = room ? POLLIN : 0;
+    const int64_t ns = std::min<int64_t>((wake - now).count(), 100'000'000);
+    const timespec ts{.tv_sec = ns / 1'000'000'000, .tv_nsec = ns % 1'000'000'000};
+    (void)ppoll(pfds_.data(), pfds_.size(), &ts, nullptr);
+  }
+
+  void write_trace(TimePoint now) {
+    const int64_t t = (now - start_).count();
+    for (uint32_t e = 0; e < ports_.size(); ++e) {
+      const fabric::PortCounters& c = model_.port(e);
+      std::fprintf(trace_, "%lld,%s,%llu,%llu,%llu,%d,%llu\n", static_cast<long long>(t),
+                   ports_[e]->name().c_str(), static_cast<unsigned long long>(c.depth_bytes),
+                   static_cast<unsigned long long>(c.ecn_marked),
+                   static_cast<unsigned long long>(c.dropped_tail + c.dropped_headroom),
+                   model_.paused(e) ? 1 : 0, static_cast<unsigned long long>(stats_[e].tx_bytes));
+    }
+  }
+
+  nlohmann::json stats_json(TimePoint now) {
+    nlohmann::json ports = nlohmann::json::array();
+    uint64_t dropped = 0, marked = 0, pauses = 0, kernel = 0, enq = 0;
+    for (uint32_t e = 0; e < ports_.size(); ++e) {
+      const fabric::PortCounters& c = model_.port(e);
+      const fabric::IngressCounters in = model_.ingress(e, now);
+      const PortStats& st = stats_[e];
+      const uint64_t krx = ports_[e]->kernel_drops();
+      const uint64_t ktx = sysfs_counter(ports_[e]->name(), "tx_dropped") - st.tx_dropped_at_start;
+      ports.push_back({{"name", ports_[e]->name()},
+                       {"rx_frames", st.rx_frames},
+                       {"rx_bytes", st.rx_bytes},
+                       {"tx_frames", st.tx_frames},
+                       {"tx_bytes", st.tx_bytes},
+                       {"flooded", st.flooded},
+                       {"filtered", st.filtered},
+                       {"enqueued", c.enqueued},
+                       {"dequeued", c.dequeued},
+                       {"dropped_tail", c.dropped_tail},
+                       {"dropped_headroom", c.dropped_headroom},
+                       {"ecn_marked", c.ecn_marked},
+                       {"depth_bytes", c.depth_bytes},
+                       {"max_depth_bytes", c.max_depth_bytes},
+                       {"pause_events", in.pause_events},
+                       {"paused_ns", in.paused_ns},
+                       {"held", st.held},
+                       {"held_max", st.held_max},
+                       {"kernel_rx_drops", krx},
+                       {"kernel_tx_dropped", ktx},
+                       {"truncated", ports_[e]->truncated()},
+                       {"tx_errors", ports_[e]->tx_errors()}});
+      dropped += c.dropped_tail + c.dropped_headroom;
+      marked += c.ecn_marked;
+      pauses += in.pause_events;
+      kernel += krx + ktx + ports_[e]->truncated() + ports_[e]->tx_errors();
+      enq += c.enqueued;
+    }
+    const fabric::SwitchQueueConfig& q = model_.config();
+    nlohmann::json j = {{"mode", switch_mode_name(o_.mode)},
+                        {"rate_bytes_per_sec", o_.unlimited ? 0 : q.line_rate_bytes_per_sec},
+                        {"buffer_bytes", q.port_buffer_bytes},
+                        {"shared_buffer_bytes", q.shared_buffer_bytes},
+                        {"elapsed_ns", (now - start_).count()},
+                        {"ports", ports},
+                        {"totals",
+                         {{"enqueued", enq},
+                          {"dropped", dropped},
+                          {"ecn_marked", marked},
+                          {"pause_events", pauses},
+                          {"kernel_drops", kernel}}}};
+    j["ecn"] = q.red.enabled
+                   ? nlohmann::json{{"kmin_bytes", q.red.kmin_bytes},
+                                    {"kmax_bytes", q.red.kmax_bytes},
+                                    {"pmax", q.red.pmax},
+                                    {"at", q.red.at == fabric::MarkPoint::kEnqueue ? "enqueue"
+                                                                                   : "dequeue"}}
+                   : nlohmann::json(nullptr);
+    j["pfc"] = lossless() ? nlohmann::json{{"xoff_bytes", q.pfc.xoff_bytes},
+                                           {"xon_bytes", q.pfc.xon_bytes}}
+                          : nlohmann::json(nullptr);
+    return j;
+  }
+
+  void print_text(TimePoint now) {
+    const nlohmann::json j = stats_json(now);
+    fmt::print("uroce switch: {} ms, mode {}\n", (now - start_).count() / 1'000'000,
+               switch_mode_name(o_.mode));
+    fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12}\n", "port", "rx",
+               "tx", "dropped", "marked", "pauses", "max_depth_B", "held_max", "kernel_drops");
+    for (const auto& p : j["ports"]) {
+      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12}\n",
+                 p["name"].get<std::string>(), p["rx_frames"].get<uint64_t>(),
+                 p["tx_frames"].get<uint64_t>(),
+                 p["dropped_tail"].get<uint64_t>() + p["dropped_headroom"].get<uint64_t>(),
+                 p["ecn_marked"].get<uint64_t>(), p["pause_events"].get<uint64_t>(),
+                 p["max_depth_bytes"].get<uint64_t>(), p["held_max"].get<uint64_t>(),
+                 p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>());
+    }
+  }
+
+  const SwitchRunOptions& o_;
+  std::vector<std::unique_ptr<AfPacketPort>> ports_;
+  fabric::SwitchQueues model_;
+  fabric::MacTable macs_;
+  std::vector<uint8_t> pool_;
+  std::vector<uint32_t> lens_;
+  std::vector<uint32_t> free_;
+  std::vector<SlotRing> holds_;
+  std::vector<PortStats> stats_;
+  std::vector<pollfd> pfds_;
+  std::FILE* trace_ = nullptr;
+  TimePoint start_{};
+};
+
+}  // namespace
+
+const char* switch_mode_name(SwitchMode m) {
+  switch (m) {
+    case SwitchMode::kLossy:
+      return "lossy";
+    case SwitchMode::kEcn:
+      return "ecn";
+    case SwitchMode::kLossless:
+      return "lossless";
+  }
+  return "?";
+}
+
+int run_switch(const SwitchRunOptions& o) {
+  fabric::SwitchQueueConfig qc = o.queue;
+  qc.egress_ports = static_cast<uint32_t>(o.ports.size());
+  qc.ingress_ports = qc.egress_ports;
+  qc.queue_packets = o.frame_slots;
+  if (o.unlimited) qc.line_rate_bytes_per_sec = kUnlimitedRate;
+  qc.mode =
+      o.mode == SwitchMode::kLossless ? fabric::BufferMode::kLossless : fabric::BufferMode::kLossy;
+  if (const std::string bad = fabric::validate(qc); !bad.empty()) {
+    fmt::print(stderr, "uroce switch: {}\n", bad);
+    return kExitUsage;
+  }
+  std::vector<std::unique_ptr<AfPacketPort>> ports;
+  for (const std::string& name : o.ports) {
+    std::string error;
+    auto p = AfPacketPort::open(name, 8 << 20, error);
+    if (!p) {
+      fmt::print(stderr, "uroce switch: {}\n", error);
+      return kExitFailure;
+    }
+    ports.push_back(std::move(p));
+  }
+  install(SIGINT, on_stop);
+  install(SIGTERM, on_stop);
+  install(SIGUSR1, on_dump);
+  // Wake-ups within a microsecond, not the default 50 us timer slack: departures are paced.
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  auto fwd = std::make_unique<Forwarder>(o, std::move(ports), qc);
+  return fwd->run();
+}
+
+}  // namespace uroce::cli

@@ -1,0 +1,59 @@
+// The real-time loop of `uroce switch`: a learning Ethernet switch between AF_PACKET ports
+// (src/net/af_packet_port.hpp) whose egress ports are the switch queue model
+// (src/fabric/switch_queue.hpp) driven with CLOCK_MONOTONIC.
+//
+// Forwarding: by MAC learning, as an 802.1D bridge. The source MAC of every frame is learnt
+// on its ingress port; a frame to a known unicast MAC goes to that port through the model
+// (rate, buffer, RED/ECN, tail drop or pause); a frame to a group address or an unknown MAC
+// is flooded to every other port at once, outside the model (ARP and neighbour discovery,
+// a few frames); a frame to its own ingress port is filtered. MAC learning needs no
+// configuration and no ARP proxying, which forwarding by IP would.
+//
+// ECN: a packet the model marks gets ECN = CE written into its IPv4 TOS (header checksum
+// recomputed) or IPv6 traffic class (ecn_frame.hpp); only ECT packets are marked.
+//
+// Lossless mode, emulated honestly: a veth has no pause frames, so a sender cannot be
+// stopped. While the model has paused ingress i (its bytes queued anywhere above XOFF), the
+// forwarder keeps reading i's socket but parks its frames, in order, in i's hold queue
+// instead of offering them to the egress queues; when the model resumes i (XON), the held
+// frames enter the queues first. The hold queues play the part of the upstream device's
+// transmit queue that a PAUSE frame would stop, so nothing is dropped while frame slots
+// last; when they run out the forwarder stops reading, the kernel queues in the socket
+// buffer and finally drops (reported as kernel_rx_drops). What it does not emulate: the
+// sender's own rate does not drop (a real pause stops the sender's NIC; here the sender
+// keeps transmitting into the hold queue), there is no pause propagation further upstream,
+// no pause frame on the wire, and a pause takes effect with zero reaction time (so the
+// model's headroom is never needed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fabric/switch_queue.hpp"
+
+namespace uroce::cli {
+
+enum class SwitchMode : uint8_t { kLossy, kEcn, kLossless };
+
+struct SwitchRunOptions {
+  std::vector<std::string> ports;
+  SwitchMode mode = SwitchMode::kLossy;
+  bool unlimited = false;           // --rate unlimited: no shaping, for measuring the forwarder
+  fabric::SwitchQueueConfig queue;  // ports counts are filled in from `ports`
+  uint32_t frame_slots = 32768;     // frame buffers shared by all queues and hold queues
+  uint32_t slot_bytes = 2048;       // per frame buffer, including the 10-byte vnet header
+  double duration_s = 0;            // 0: until SIGINT/SIGTERM
+  double stats_every_s = 0;         // 0: no periodic lines on stderr
+  std::string trace_path;           // CSV of queue samples; empty: none
+  double trace_interval_us = 1000;
+  bool json = false;
+};
+
+[[nodiscard]] const char* switch_mode_name(SwitchMode m);
+
+// Runs until a signal or the duration; prints the counters (JSON with o.json) on stdout.
+// Returns the process exit status.
+int run_switch(const SwitchRunOptions& o);
+
+}  // namespace uroce::cli

@@ -1,0 +1,190 @@
+// Strict parsing of `uroce switch`'s values (switch_options.hpp).
+#include "cli/switch_options.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <vector>
+
+namespace uroce::cli {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Splits "123.5unit" into the number and the unit; false if there is no number.
+bool split_number(std::string_view s, double& value, std::string& unit) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) return false;
+  const auto r = std::from_chars(s.data(), s.data() + i, value);
+  if (r.ec != std::errc() || r.ptr != s.data() + i || !std::isfinite(value)) return false;
+  unit = lower(s.substr(i));
+  return true;
+}
+
+struct Unit {
+  std::string_view name;
+  double factor;
+};
+
+std::optional<uint64_t> scaled(std::string_view text, const std::vector<Unit>& units,
+                               std::string_view what, std::string_view accepted,
+                               std::string& error) {
+  double v = 0;
+  std::string unit;
+  if (split_number(text, v, unit)) {
+    for (const Unit& u : units) {
+      if (u.name == unit) {
+        const double bytes = v * u.factor;
+        if (bytes >= 1.8e19) break;
+        return static_cast<uint64_t>(std::llround(bytes));
+      }
+    }
+  }
+  error = fmt::format("{} '{}' is not valid; use {}", what, text, accepted);
+  return std::nullopt;
+}
+
+// "key=value,key=value" into pairs; false (and error) on a piece without '='.
+bool split_pairs(std::string_view text, std::string_view option,
+                 std::vector<std::pair<std::string, std::string>>& out, std::string& error) {
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string_view piece =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    const size_t eq = piece.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      error = fmt::format("{}: '{}' is not key=value", option, piece);
+      return false;
+    }
+    out.emplace_back(lower(piece.substr(0, eq)), std::string(piece.substr(eq + 1)));
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_rate(std::string_view text, std::string& error) {
+  if (lower(text) == "unlimited") return 0;
+  // Bits per second as tc writes them; "bps" is bytes per second (tc's meaning).
+  static const std::vector<Unit> kUnits = {
+      {"", 1.0 / 8},      {"bit", 1.0 / 8}, {"kbit", 1e3 / 8}, {"mbit", 1e6 / 8}, {"gbit", 1e9 / 8},
+      {"tbit", 1e12 / 8}, {"bps", 1},       {"kbps", 1e3},     {"mbps", 1e6},     {"gbps", 1e9}};
+  const auto r =
+      scaled(text, kUnits, "rate", "e.g. 1gbit, 100mbit, 125mbps (bytes/s) or unlimited", error);
+  if (r && *r == 0) {
+    double v = 0;
+    std::string unit;
+    if (!split_number(text, v, unit) || v != 0) {
+      error = fmt::format("rate '{}' rounds to 0 bytes/s; use at least 8bit or 'unlimited'", text);
+      return std::nullopt;
+    }
+  }
+  return r;
+}
+
+std::optional<uint64_t> parse_size(std::string_view text, std::string& error) {
+  static const std::vector<Unit> kUnits = {
+      {"", 1},           {"b", 1},           {"k", 1024},        {"kb", 1024},
+      {"kib", 1024},     {"m", 1048576},     {"mb", 1048576},    {"mib", 1048576},
+      {"g", 1073741824}, {"gb", 1073741824}, {"gib", 1073741824}};
+  return scaled(text, kUnits, "size", "bytes with an optional unit, e.g. 1500, 512KB, 2MB", error);
+}
+
+bool parse_ecn(std::string_view text, fabric::RedParams& red, std::string& error) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (!split_pairs(text, "--ecn", kv, error)) return false;
+  red = {};
+  red.enabled = true;
+  bool kmin = false, kmax = false, pmax = false;
+  for (const auto& [k, v] : kv) {
+    std::string e;
+    if (k == "kmin" || k == "kmax") {
+      const auto bytes = parse_size(v, e);
+      if (!bytes) {
+        error = fmt::format("--ecn {}: {}", k, e);
+        return false;
+      }
+      (k == "kmin" ? red.kmin_bytes : red.kmax_bytes) = *bytes;
+      (k == "kmin" ? kmin : kmax) = true;
+    } else if (k == "pmax") {
+      double p = 0;
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), p);
+      if (r.ec != std::errc() || r.ptr != v.data() + v.size() || !(p > 0) || p > 1) {
+        error =
+            fmt::format("--ecn pmax '{}' is not valid; use a probability in (0, 1], e.g. 0.2", v);
+        return false;
+      }
+      red.pmax = p;
+      pmax = true;
+    } else if (k == "at") {
+      if (v == "enqueue") {
+        red.at = fabric::MarkPoint::kEnqueue;
+      } else if (v == "dequeue") {
+        red.at = fabric::MarkPoint::kDequeue;
+      } else {
+        error = fmt::format("--ecn at '{}' is not valid; use enqueue or dequeue", v);
+        return false;
+      }
+    } else {
+      error = fmt::format("--ecn: unknown key '{}'; use kmin, kmax, pmax, at", k);
+      return false;
+    }
+  }
+  if (!kmin || !kmax || !pmax) {
+    error = "--ecn needs kmin, kmax and pmax, e.g. kmin=20KB,kmax=200KB,pmax=0.2";
+    return false;
+  }
+  if (red.kmax_bytes <= red.kmin_bytes) {
+    error =
+        fmt::format("--ecn: kmax ({} B) must be above kmin ({} B)", red.kmax_bytes, red.kmin_bytes);
+    return false;
+  }
+  return true;
+}
+
+bool parse_pfc(std::string_view text, fabric::PfcParams& pfc, std::string& error) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (!split_pairs(text, "--pfc", kv, error)) return false;
+  bool xoff = false, xon = false;
+  for (const auto& [k, v] : kv) {
+    uint64_t* field = k == "xoff"       ? &pfc.xoff_bytes
+                      : k == "xon"      ? &pfc.xon_bytes
+                      : k == "headroom" ? &pfc.headroom_bytes
+                                        : nullptr;
+    if (field == nullptr) {
+      error = fmt::format("--pfc: unknown key '{}'; use xoff, xon, headroom", k);
+      return false;
+    }
+    std::string e;
+    const auto bytes = parse_size(v, e);
+    if (!bytes) {
+      error = fmt::format("--pfc {}: {}", k, e);
+      return false;
+    }
+    *field = *bytes;
+    xoff = xoff || k == "xoff";
+    xon = xon || k == "xon";
+  }
+  if (!xoff || !xon) {
+    error = "--pfc needs xoff and xon, e.g. xoff=64KB,xon=32KB";
+    return false;
+  }
+  if (pfc.xoff_bytes == 0 || pfc.xon_bytes > pfc.xoff_bytes) {
+    error = fmt::format("--pfc: xoff ({} B) must be above 0 and xon ({} B) not above it",
+                        pfc.xoff_bytes, pfc.xon_bytes);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace uroce::cli

@@ -1,0 +1,28 @@
+// ECN bits of an Ethernet frame carrying IPv4 or IPv6 (optionally behind one 802.1Q tag):
+// read them, and mark a packet Congestion Experienced the way a switch does. Pure byte
+// manipulation, no I/O. Marking rewrites only the ECN field (and, for IPv4, the header
+// checksum); the UDP checksum covers neither (its pseudo-header has no TOS/traffic class)
+// and RoCE v2's ICRC masks the whole TOS/traffic class byte, so a marked RoCE packet stays
+// valid end to end.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace uroce::fabric {
+
+enum class Ecn : uint8_t { kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3 };
+
+struct FrameEcn {
+  bool ip = false;  // IPv4 or IPv6 header found (and long enough)
+  Ecn ecn = Ecn::kNotEct;
+  [[nodiscard]] bool ect() const { return ip && ecn != Ecn::kNotEct; }
+};
+
+[[nodiscard]] FrameEcn frame_ecn(std::span<const uint8_t> frame);
+
+// Sets ECN to CE (11) in an IP frame; false when `frame` is not IP. IPv4's header checksum is
+// recomputed.
+bool mark_ce(std::span<uint8_t> frame);
+
+}  // namespace uroce::fabric

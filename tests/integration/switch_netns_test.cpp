@@ -1,0 +1,448 @@
+// A shared bottleneck with real processes (docs/congestion.md): N sender namespaces (2 and
+// 4) and one receiver namespace, each joined by a veth pair to a switch namespace where
+// either `uroce switch` runs (ECN, lossless, lossy) or a Linux bridge with a tbf qdisc on
+// the receiver's port ("naked"). Every sender runs `uroce perf write_bw --verify` to its own
+// perf server on the receiver (one TCP port each, one shared UDP port); the test asserts the
+// data arrived intact and checks the congestion signals at each layer: marks and drops at
+// the switch (its --json), CNPs sent at the receiver (np_cnp_sent) and handled at the
+// senders (rp_cnp_handled) from `uroce stat --json`, drops at the qdisc from `tc -s qdisc`.
+// Root only (skipped otherwise). Namespaces, TCP and UDP ports are unique per test process.
+// Also, without root: `uroce switch`'s one-line errors for bad values.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace uroce::itest {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+bool sh(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::string uroce_bin() {
+  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// One program (in a namespace when `ns` is not empty), stdout/stderr in files; SIGKILLed if
+// still running at destruction.
+class Process {
+ public:
+  Process(const std::string& ns, const Env& env, const std::vector<std::string>& argv) {
+    char pattern[] = "/tmp/uroce-switch-it-XXXXXX";
+    dir_ = mkdtemp(pattern) != nullptr ? pattern : "/tmp";
+    pid_ = fork();
+    if (pid_ == 0) {
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      if (!freopen((dir_ + "/out").c_str(), "w", stdout) ||
+          !freopen((dir_ + "/err").c_str(), "w", stderr)) {
+        _exit(127);
+      }
+      std::vector<std::string> all;
+      if (!ns.empty()) all = {"ip", "netns", "exec", ns};
+      all.insert(all.end(), argv.begin(), argv.end());
+      std::vector<char*> args;
+      for (std::string& a : all) args.push_back(a.data());
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Exit status, or -1 (after SIGKILL) when it ran past `limit`.
+  int wait(std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (!running()) return rc_;
+      std::this_thread::sleep_for(20ms);
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+    rc_ = -1;
+    return -1;
+  }
+  // Reaps the process when it has exited (its status is kept for wait()).
+  [[nodiscard]] bool running() {
+    if (reaped_) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    reaped_ = true;
+    rc_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return false;
+  }
+  // `ip netns exec` execs the program in place, so the pid is the program's.
+  void signal(int sig) const { kill(pid_, sig); }
+  bool wait_for_stderr(const std::string& text, std::chrono::milliseconds limit) const {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (err().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  [[nodiscard]] std::string out() const { return read_file(dir_ + "/out"); }
+  [[nodiscard]] std::string err() const { return read_file(dir_ + "/err"); }
+  [[nodiscard]] std::string both() const { return "stdout:\n" + out() + "\nstderr:\n" + err(); }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int rc_ = -1;
+};
+
+// Sum of one device counter over every uroce process of a namespace (`uroce stat --json`).
+uint64_t stat_counter(const std::string& ns, const std::string& name) {
+  const auto j = nlohmann::json::parse(
+      capture("ip netns exec " + ns + " " + uroce_bin() + " stat --json"), nullptr, false);
+  uint64_t sum = 0;
+  if (!j.is_array()) return 0;
+  for (const auto& dev : j)
+    sum += dev.value("counters", nlohmann::json::object()).value(name, 0ull);
+  return sum;
+}
+
+struct FlowResult {
+  int client_rc = -1, server_rc = -1;
+  bool verified = false;
+  double mb_per_s = 0;
+  std::string output;
+};
+
+struct RunResult {
+  std::vector<FlowResult> flows;
+  uint64_t np_cnp_sent = 0;     // receiver, largest seen while the runs were alive
+  uint64_t rp_cnp_handled = 0;  // all senders
+  uint64_t np_ecn_marked = 0;
+};
+
+class SwitchNetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+    if (!sh("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
+    id_ = getpid() % 100000;
+    sw_ = "ursw-" + std::to_string(id_);
+    rx_ = "urswr-" + std::to_string(id_);
+    net_ = "10.76." + std::to_string(id_ % 250) + ".";
+    tcp_base_ = 30000 + (id_ % 1000) * 5;
+    udp_ = std::to_string(40000 + id_ % 5000);
+  }
+  void TearDown() override {
+    for (const std::string& ns : namespaces_) sh("ip netns del " + ns);
+  }
+
+  // The switch namespace, the receiver (address .100, veth end "sr" in the switch) and n
+  // senders (.1 ..., veth ends s0 ...). `bridge`: a Linux bridge joins them instead of
+  // `uroce switch`.
+  void build(int n, bool bridge) {
+    n_ = n;
+    auto add_ns = [&](const std::string& ns) {
+      ASSERT_TRUE(sh("ip netns add " + ns)) << ns;
+      namespaces_.push_back(ns);
+      ASSERT_TRUE(sh("ip -n " + ns + " link set lo up"));
+    };
+    add_ns(sw_);
+    // The switch namespace takes no part in IP: no IPv6 link-local chatter from it.
+    sh("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+    sh("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+    add_ns(rx_);
+    std::vector<std::string> cmds = {
+        "ip link add p0 netns " + rx_ + " type veth peer name sr netns " + sw_,
+        "ip -n " + rx_ + " addr add " + net_ + "100/24 dev p0", "ip -n " + rx_ + " link set p0 up",
+        "ip -n " + sw_ + " link set sr up"};
+    for (const std::string& c : cmds) ASSERT_TRUE(sh(c)) << c;
+    for (int i = 0; i < n; ++i) {
+      const std::string s = sender(i);
+      add_ns(s);
+      const std::string port = "s" + std::to_string(i);
+      for (const std::string& c :
+           {"ip link add p0 netns " + s + " type veth peer name " + port + " netns " + sw_,
+            "ip -n " + s + " addr add " + net_ + std::to_string(i + 1) + "/24 dev p0",
+            "ip -n " + s + " link set p0 up", "ip -n " + sw_ + " link set " + port + " up"}) {
+        ASSERT_TRUE(sh(c)) << c;
+      }
+    }
+    if (bridge) {
+      ASSERT_TRUE(sh("ip -n " + sw_ + " link add br0 type bridge"));
+      ASSERT_TRUE(sh("ip -n " + sw_ + " link set sr master br0"));
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(sh("ip -n " + sw_ + " link set s" + std::to_string(i) + " master br0"));
+      }
+      ASSERT_TRUE(sh("ip -n " + sw_ + " link set br0 up"));
+    }
+  }
+
+  [[nodiscard]] std::string sender(int i) const {
+    return "urss" + std::to_string(i) + "-" + std::to_string(id_);
+  }
+
+  std::unique_ptr<Process> start_switch(std::vector<std::string> args) {
+    std::vector<std::string> argv = {uroce_bin(), "switch", "--port", "sr"};
+    for (int i = 0; i < n_; ++i) argv.insert(argv.end(), {"--port", "s" + std::to_string(i)});
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--json");
+    auto p = std::make_unique<Process>(sw_, Env{}, argv);
+    EXPECT_TRUE(p->wait_for_stderr("uroce switch: forwarding between", 10s)) << p->both();
+    return p;
+  }
+
+  // Stops the switch and returns its JSON counters.
+  static nlohmann::json stop_switch(Process& p) {
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait(10s), 0) << p.both();
+    const auto j = nlohmann::json::parse(p.out(), nullptr, false);
+    EXPECT_TRUE(j.is_object()) << p.both();
+    return j;
+  }
+
+  // n flows, each `uroce perf write_bw --verify -D secs` from sender i to server i.
+  RunResult run_flows(const std::string& cc, int secs) {
+    const Env env = {{"UROCE_UDP_PORT", udp_}, {"UROCE_CC", cc}};
+    std::vector<std::unique_ptr<Process>> servers, clients;
+    auto perf = [&](int i, const std::string& host) {
+      std::vector<std::string> a = {uroce_bin(), "perf", "write_bw"};
+      if (!host.empty()) a.push_back(host);
+      a.insert(a.end(), {"-p", std::to_string(tcp_base_ + i), "-D", std::to_string(secs),
+                         "--verify", "--json", "--timeout", "40"});
+      return a;
+    };
+    for (int i = 0; i < n_; ++i)
+      servers.push_back(std::make_unique<Process>(rx_, env, perf(i, "")));
+    std::this_thread::sleep_for(300ms);
+    for (int i = 0; i < n_; ++i) {
+      clients.push_back(std::make_unique<Process>(sender(i), env, perf(i, net_ + "100")));
+    }
+    RunResult r;
+    // The counters live in the processes' segments: sample them while the runs are alive.
+    const auto end = Clock::now() + std::chrono::seconds(secs + 30);
+    for (;;) {
+      bool alive = false;
+      for (auto& c : clients) alive = c->running() || alive;
+      if (!alive || Clock::now() > end) break;
+      r.np_cnp_sent = std::max(r.np_cnp_sent, stat_counter(rx_, "np_cnp_sent"));
+      r.np_ecn_marked = std::max(r.np_ecn_marked, stat_counter(rx_, "np_ecn_marked_roce_packets"));
+      uint64_t handled = 0;
+      for (int i = 0; i < n_; ++i) handled += stat_counter(sender(i), "rp_cnp_handled");
+      r.rp_cnp_handled = std::max(r.rp_cnp_handled, handled);
+      std::this_thread::sleep_for(200ms);
+    }
+    for (int i = 0; i < n_; ++i) {
+      FlowResult f;
+      f.client_rc = clients[i]->wait(std::chrono::seconds(secs + 30));
+      f.server_rc = servers[i]->wait(15s);
+      f.output = clients[i]->both() + "\nserver:\n" + servers[i]->both();
+      const auto j = nlohmann::json::parse(clients[i]->out(), nullptr, false);
+      if (j.is_object()) {
+        f.verified = j.contains("verify") && j["verify"].value("passed", false) &&
+                     j["verify"].value("checked_bytes", 0ull) > 0;
+        if (j.contains("results") && !j["results"].empty()) {
+          f.mb_per_s = j["results"][0].value("bw_average", 0.0);
+        }
+      }
+      r.flows.push_back(f);
+    }
+    return r;
+  }
+
+  static void expect_all_verified(const RunResult& r) {
+    for (size_t i = 0; i < r.flows.size(); ++i) {
+      const FlowResult& f = r.flows[i];
+      EXPECT_EQ(f.client_rc, 0) << "flow " << i << "\n" << f.output;
+      EXPECT_EQ(f.server_rc, 0) << "flow " << i << "\n" << f.output;
+      EXPECT_TRUE(f.verified) << "flow " << i << "\n" << f.output;
+      EXPECT_GT(f.mb_per_s, 0.0) << "flow " << i;
+    }
+  }
+
+  static uint64_t total(const nlohmann::json& sw, const std::string& key) {
+    return sw["totals"].value(key, 0ull);
+  }
+  static const nlohmann::json& port(const nlohmann::json& sw, const std::string& name) {
+    for (const auto& p : sw["ports"]) {
+      if (p["name"] == name) return p;
+    }
+    static const nlohmann::json none = nlohmann::json::object();
+    return none;
+  }
+
+  int id_ = 0;
+  int n_ = 0;
+  int tcp_base_ = 0;
+  std::string sw_, rx_, net_, udp_;
+  std::vector<std::string> namespaces_;
+};
+
+// ECN marking with DCQCN on: the switch marks the senders' ECT packets at the receiver's
+// port, the receiver answers with CNPs, the senders' DCQCN handles them; data intact.
+void expect_dcqcn_reacts(const nlohmann::json& sw, const RunResult& r) {
+  EXPECT_GT(sw["totals"].value("ecn_marked", 0ull), 0u) << sw.dump();
+  EXPECT_GT(r.np_ecn_marked, 0u);
+  EXPECT_GT(r.np_cnp_sent, 0u);
+  EXPECT_GT(r.rp_cnp_handled, 0u);
+}
+
+TEST_F(SwitchNetnsTest, TwoSendersEcnWithDcqcnMarksAndCnps) {
+  build(2, false);
+  auto sw = start_switch(
+      {"--mode", "ecn", "--rate", "200mbit", "--ecn", "kmin=10KB,kmax=100KB,pmax=0.2"});
+  const RunResult r = run_flows("dcqcn", 3);
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  expect_dcqcn_reacts(j, r);
+  EXPECT_GT(port(j, "sr").value("ecn_marked", 0ull), 0u);
+  EXPECT_EQ(total(j, "kernel_drops"), 0u) << j.dump();
+}
+
+// The same with DCQCN off: no ECT on the packets, so no marks, no CNPs.
+TEST_F(SwitchNetnsTest, TwoSendersEcnWithoutCcHasNoMarksNoCnps) {
+  build(2, false);
+  auto sw = start_switch(
+      {"--mode", "ecn", "--rate", "200mbit", "--ecn", "kmin=10KB,kmax=100KB,pmax=0.2"});
+  const RunResult r = run_flows("none", 3);
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  EXPECT_EQ(total(j, "ecn_marked"), 0u) << j.dump();
+  EXPECT_GT(port(j, "sr").value("max_depth_bytes", 0ull), 10u * 1024) << j.dump();  // congested
+  EXPECT_EQ(r.np_ecn_marked, 0u);
+  EXPECT_EQ(r.np_cnp_sent, 0u);
+  EXPECT_EQ(r.rp_cnp_handled, 0u);
+}
+
+TEST_F(SwitchNetnsTest, FourSendersEcnWithDcqcnMarksAndCnps) {
+  build(4, false);
+  auto sw = start_switch(
+      {"--mode", "ecn", "--rate", "200mbit", "--ecn", "kmin=10KB,kmax=100KB,pmax=0.2"});
+  const RunResult r = run_flows("dcqcn", 3);
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  expect_dcqcn_reacts(j, r);
+}
+
+// Lossless: four senders into a 64 KB XOFF per ingress and a port buffer far smaller than
+// what they keep in flight. Pauses happen; nothing is dropped, neither by the model nor by
+// the kernel.
+TEST_F(SwitchNetnsTest, FourSendersLosslessNeverDrops) {
+  build(4, false);
+  auto sw = start_switch({"--mode", "lossless", "--rate", "200mbit", "--pfc", "xoff=32KB,xon=16KB",
+                          "--buffer", "16KB"});
+  const RunResult r = run_flows("none", 3);
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  EXPECT_EQ(total(j, "dropped"), 0u) << j.dump();
+  EXPECT_EQ(total(j, "kernel_drops"), 0u) << j.dump();
+  EXPECT_GT(total(j, "pause_events"), 0u) << j.dump();
+  uint64_t paused_ns = 0;
+  for (const auto& p : j["ports"]) paused_ns += p.value("paused_ns", 0ull);
+  EXPECT_GT(paused_ns, 0u);
+}
+
+// Lossy with a small buffer: tail drops at the receiver's port; go-back-N still delivers
+// every byte.
+TEST_F(SwitchNetnsTest, TwoSendersLossyTailDropsAndDataStaysCorrect) {
+  build(2, false);
+  auto sw = start_switch({"--mode", "lossy", "--rate", "200mbit", "--buffer", "32KB"});
+  const RunResult r = run_flows("none", 3);
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  EXPECT_GT(port(j, "sr").value("dropped_tail", 0ull), 0u) << j.dump();
+  EXPECT_LE(port(j, "sr").value("max_depth_bytes", 0ull), 32u * 1024) << j.dump();
+  EXPECT_EQ(total(j, "ecn_marked"), 0u);
+}
+
+// "Naked": a Linux bridge with a tbf qdisc (rate-limited tail-drop FIFO) on the receiver's
+// port drops at the qdisc; data stays correct.
+TEST_F(SwitchNetnsTest, TwoSendersThroughATbfBridgePortDropAtTheQdisc) {
+  if (!sh("tc -V")) GTEST_SKIP() << "tc not installed";
+  build(2, true);
+  ASSERT_TRUE(sh("ip netns exec " + sw_ +
+                 " tc qdisc add dev sr root tbf rate 200mbit burst 32kb limit 32kb"));
+  const RunResult r = run_flows("none", 3);
+  expect_all_verified(r);
+  const std::string tc = capture("ip netns exec " + sw_ + " tc -s qdisc show dev sr");
+  const size_t at = tc.find("dropped ");
+  ASSERT_NE(at, std::string::npos) << tc;
+  EXPECT_GT(std::stoull(tc.substr(at + 8)), 0u) << tc;
+}
+
+// Bad values: one line naming the option and what is accepted, exit status 2 (no root).
+TEST(SwitchCli, BadValuesGiveOneLineErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--port", "a", "--port", "b", "--rate", "1gbits"},
+       "uroce switch: --rate: rate '1gbits' is not valid; use e.g. 1gbit, 100mbit, 125mbps "
+       "(bytes/s) or unlimited\n"},
+      {{"--port", "a", "--port", "b", "--buffer", "12XB"},
+       "uroce switch: --buffer: size '12XB' is not valid; use bytes with an optional unit, e.g. "
+       "1500, 512KB, 2MB\n"},
+      {{"--port", "a", "--port", "b", "--ecn", "kmin=20KB,kmax=10KB,pmax=0.1"},
+       "uroce switch: --ecn: kmax (10240 B) must be above kmin (20480 B)\n"},
+      {{"--port", "a", "--port", "b", "--ecn", "kmin=1KB,kmax=10KB,pmax=2"},
+       "uroce switch: --ecn pmax '2' is not valid; use a probability in (0, 1], e.g. 0.2\n"},
+      {{"--port", "a", "--port", "b", "--ecn", "kmin=1KB,kmax=10KB"},
+       "uroce switch: --ecn needs kmin, kmax and pmax, e.g. kmin=20KB,kmax=200KB,pmax=0.2\n"},
+      {{"--port", "a", "--port", "b", "--mode", "pfc"},
+       "uroce switch: --mode 'pfc' is not valid; use lossy, ecn or lossless\n"},
+      {{"--port", "a", "--port", "b", "--mode", "lossy", "--ecn", "kmin=1KB,kmax=10KB,pmax=0.1"},
+       "uroce switch: --ecn marks only in --mode ecn or lossless; lossy is tail drop alone\n"},
+      {{"--port", "a", "--port", "b", "--mode", "lossless", "--pfc", "xoff=10KB,xon=20KB"},
+       "uroce switch: --pfc: xoff (10240 B) must be above 0 and xon (20480 B) not above it\n"},
+      {{"--port", "a"}, "uroce switch: give at least two --port interfaces to switch between\n"},
+      {{"--port", "a", "--port", "a"}, "uroce switch: --port a is given twice\n"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {uroce_bin(), "switch"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Process p("", Env{}, argv);
+    EXPECT_EQ(p.wait(10s), 2) << p.both();
+    EXPECT_EQ(p.err(), c.message);
+  }
+}
+
+}  // namespace
+}  // namespace uroce::itest
