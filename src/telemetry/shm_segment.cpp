@@ -53,6 +53,10 @@ void fill_body(ShmBody& b, const DeviceSnapshot& snap, size_t counters) {
     d.state = s.state;
     d.last_error_status = s.last_error_status;
     d.error_completions = s.error_completions;
+    d.cc_algorithm = static_cast<uint64_t>(s.cc.algorithm);
+    d.cc_rate_bps = s.cc.rate_bps;
+    d.cc_target_rate_bps = s.cc.target_rate_bps;
+    d.cc_alpha = s.cc.alpha;
     for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
     d.rtt.count = s.rtt.count;
     d.rtt.sum_ns = s.rtt.sum_ns;
@@ -289,6 +293,10 @@ std::optional<DeviceSnapshot> read_segment(const std::string& path, std::string*
     d.state = static_cast<uint8_t>(s.state);
     d.last_error_status = static_cast<uint8_t>(s.last_error_status);
     d.error_completions = s.error_completions;
+    d.cc.algorithm = static_cast<transport::CcAlgorithm>(s.cc_algorithm);
+    d.cc.rate_bps = s.cc_rate_bps;
+    d.cc.target_rate_bps = s.cc_target_rate_bps;
+    d.cc.alpha = static_cast<uint32_t>(s.cc_alpha);
     for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
     d.rtt.count = s.rtt.count;
     d.rtt.sum_ns = s.rtt.sum_ns;
