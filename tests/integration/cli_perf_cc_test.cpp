@@ -201,6 +201,24 @@ TEST(CliPerfCc, BadCongestionFlagsAreOneLineErrors) {
     EXPECT_EQ(p.err(), message);
     EXPECT_EQ(p.out(), "");
   }
+  Process pp({"pingpong", "--cc", "cubic"}, next_port());
+  EXPECT_EQ(pp.wait(seconds(20)), 1);
+  EXPECT_EQ(pp.err(),
+            "uroce pingpong: --cc: unknown congestion control 'cubic'; use none or dcqcn\n");
+}
+
+// `uroce pingpong --cc dcqcn` runs (rdma-core's flags plus ours) on both sides.
+TEST(CliPerfCc, PingpongRunsWithDcqcn) {
+  const uint16_t tcp = next_port();
+  const uint16_t udp = next_port();
+  Process srv(
+      {"pingpong", "-p", std::to_string(tcp), "-n", "20", "--cc", "dcqcn", "--timeout", "60"}, udp);
+  Process cli({"pingpong", "127.0.0.1", "-p", std::to_string(tcp), "-n", "20", "--cc", "dcqcn",
+               "--dcqcn", "min_time_between_cnps=50", "--timeout", "60"},
+              udp);
+  ASSERT_EQ(cli.wait(seconds(60)), 0) << cli.err();
+  ASSERT_EQ(srv.wait(seconds(30)), 0) << srv.err();
+  EXPECT_NE(cli.out().find("20 iters in"), std::string::npos) << cli.out();
 }
 
 }  // namespace
