@@ -142,7 +142,11 @@ std::string program_from_cmdline(const std::string& cmdline) {
 
 std::string process_program(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // read(), not istreambuf_iterator: a process that exits meanwhile makes the read fail with
+  // ESRCH, which only a sentry-based read turns into a failed stream instead of a throw.
+  std::string cmdline(4096, '\0');
+  in.read(cmdline.data(), static_cast<std::streamsize>(cmdline.size()));
+  cmdline.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
   return program_from_cmdline(cmdline);
 }
 
