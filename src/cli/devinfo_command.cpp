@@ -1,13 +1,15 @@
 // `uroce devinfo [-v] [-d DEV] [-i PORT]`: the device and port attributes, laid out like
 // rdma-core's ibv_devinfo (devinfo_format.hpp), for every device in list order or the one
 // named. Opens each device (binding its UDP sockets) so what it prints is what an
-// application would get from query_device/port/gid.
+// application would get from query_device/port/gid. -v adds the congestion control in effect
+// (UROCE_CC/UROCE_DCQCN, or --cc/--dcqcn as a run would take them).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "cli/cc_options.hpp"
 #include "cli/command.hpp"
 #include "cli/devinfo_format.hpp"
 #include "cli/verbs_setup.hpp"
@@ -20,11 +22,12 @@ struct DevinfoOptions {
   int port = 0;  // 0: all
   bool verbose = false;
   bool list = false;
+  CcCliOptions cc;  // --cc/--dcqcn: show what a run with them would use
 };
 
 int print_device(const DevinfoOptions& o, const std::string& name) {
   std::string error;
-  auto dev = open_cli_device(name, std::nullopt, error);
+  auto dev = open_cli_device(name, std::nullopt, error, o.cc.resolved);
   if (!dev) {
     fmt::print(stderr, "uroce devinfo: {}\n", error);
     return kExitFailure;
@@ -53,13 +56,18 @@ int print_device(const DevinfoOptions& o, const std::string& name) {
     }
     ports.push_back(std::move(p));
   }
-  const std::string text = format_devinfo(dev->name(), attr, ports, o.verbose);
+  const std::string text =
+      format_devinfo(dev->name(), attr, ports, o.verbose, &dev->config().engine.cc);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return kExitOk;
 }
 
 // As ibv_devinfo: every device in list order, or the one given with -d.
-int run_devinfo(const DevinfoOptions& o) {
+int run_devinfo(DevinfoOptions& o) {
+  if (std::string cc = finish_cc_options(o.cc); !cc.empty()) {
+    fmt::print(stderr, "uroce devinfo: {}\n", cc);
+    return kExitUsage;
+  }
   std::string error;
   auto devices = cli_host_devices({}, error);
   if (!devices) {
@@ -99,6 +107,7 @@ Subcommand add_devinfo_command(CLI::App& app) {
       ->check(CLI::Range(1, 255));
   sub->add_flag("-l,--list", options->list, "Print only the device names");
   sub->add_flag("-v,--verbose", options->verbose, "Print all the attributes of the device");
+  add_cc_options(*sub, options->cc, false);
   return Subcommand{sub, [options] { return run_devinfo(*options); }};
 }
 

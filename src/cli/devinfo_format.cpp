@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "transport/cc/cc_config.hpp"
+
 namespace uroce::cli {
 namespace {
 
@@ -144,6 +146,30 @@ void put(std::string& out, fmt::format_string<T...> format, T&&... args) {
   fmt::format_to(std::back_inserter(out), format, std::forward<T>(args)...);
 }
 
+// The congestion-control lines of -v (see devinfo_format.hpp).
+void put_cc(std::string& out, const transport::CcConfig& cc, std::span<const DevinfoPort> ports) {
+  put(out, "\tcongestion_control:\t\t{}\n", transport::cc_algorithm_name(cc.algorithm));
+  const device::PortAttr* port = ports.empty() ? nullptr : &ports.front().attr;
+  const std::string netdev = port != nullptr ? port->netdev : std::string("the netdev");
+  if (port != nullptr && port->speed_mbps > 0 && cc.line_rate_mbps == port->speed_mbps) {
+    put(out, "\tcc_line_rate_mbps:\t\t{} (speed of {})\n", cc.line_rate_mbps, netdev);
+  } else if (port != nullptr && port->speed_mbps <= 0) {
+    put(out, "\tcc_line_rate_mbps:\t\t{} (default: the speed of {} is unknown)\n",
+        cc.line_rate_mbps, netdev);
+  } else {
+    put(out, "\tcc_line_rate_mbps:\t\t{}\n", cc.line_rate_mbps);
+  }
+  put(out, "\tcc_params:\t\t\t(DCQCN, mlx5 names; set with UROCE_DCQCN or --dcqcn)\n");
+  for (const transport::DcqcnParamInfo& p : transport::dcqcn_param_table()) {
+    const uint32_t v = cc.dcqcn.*(p.member);
+    if (p.name == "rpg_max_rate" && v == 0) {
+      put(out, "\t\t{} = 0 (the line rate, {} Mb/s)\n", p.name, cc.line_rate_mbps);
+    } else {
+      put(out, "\t\t{} = {}\n", p.name, v);
+    }
+  }
+}
+
 }  // namespace
 
 std::string devinfo_gid_text(const device::Gid& g) {
@@ -158,7 +184,8 @@ std::string devinfo_gid_text(const device::Gid& g) {
 }
 
 std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,
-                           std::span<const DevinfoPort> ports, bool verbose) {
+                           std::span<const DevinfoPort> ports, bool verbose,
+                           const transport::CcConfig* cc) {
   std::string out;
   put(out, "hca_id:\t{}\n", hca_id);
   put(out, "\ttransport:\t\t\t{} ({})\n", "InfiniBand", 0);
@@ -206,6 +233,7 @@ std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,
     }
     put(out, "\tmax_pkeys:\t\t\t{}\n", d.max_pkeys);
     put(out, "\tlocal_ca_ack_delay:\t\t{}\n", d.local_ca_ack_delay);
+    if (cc != nullptr) put_cc(out, *cc, ports);
   }
   for (const DevinfoPort& p : ports) {
     const device::PortAttr& a = p.attr;

@@ -2,6 +2,7 @@
 // examples/devinfo.c): same field names, tabs and "(value)" suffixes, so scripts that read
 // ibv_devinfo read this too. GIDs are listed for every port (newer rdma-core style, with the
 // RoCE version), also without -v, because on RoCE the GID index is what users need to pick.
+// -v also shows the congestion control (uroce's own lines, after the device's limits).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "device/device_types.hpp"
+#include "transport/cc/cc_types.hpp"
 
 namespace uroce::cli {
 
@@ -21,8 +23,13 @@ struct DevinfoPort {
   std::vector<std::pair<uint32_t, device::Gid>> gids;  // non-empty entries, index order
 };
 
+// `cc` (verbose only, when given): uroce's congestion control after the device attributes,
+// "congestion_control:", "cc_line_rate_mbps:" with where the line rate comes from (the
+// first port's netdev speed, or the 10 Gb/s default when the speed is unknown), and every
+// DCQCN parameter in effect as "name = value" with mlx5's cc_params names.
 [[nodiscard]] std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& dev,
-                                         std::span<const DevinfoPort> ports, bool verbose);
+                                         std::span<const DevinfoPort> ports, bool verbose,
+                                         const transport::CcConfig* cc = nullptr);
 
 // "fe80:0000:0000:0000:0000:00ff:fe00:0001" (ibv_devinfo) or "::ffff:192.0.2.2" for an
 // IPv4-mapped GID.

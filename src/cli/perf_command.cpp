@@ -19,6 +19,7 @@
 #include "cli/perf_perftest.hpp"
 #include "cli/perf_report.hpp"
 #include "cli/perf_run.hpp"
+#include "cli/perf_telemetry.hpp"
 #include "cli/verbs_setup.hpp"
 #include "cli/watchdog.hpp"
 
@@ -127,9 +128,10 @@ void print_banner(const PerfOptions& o, const PerfSetup& s, const PerfContext& c
 
 namespace {
 
+// `remote`: the peer's run_device_report (the server's, for the client), null when unknown.
 nlohmann::json json_summary(const PerfOptions& o, const PerfSetup& s, const PerfContext& ctx,
                             const nlohmann::json& results, bool ok, uint64_t checked,
-                            const std::string& error) {
+                            const std::string& error, const nlohmann::json& remote) {
   nlohmann::json j = {{"test", perf_test_name(o.test)},
                       {"connection", connection_name(s.conn)},
                       {"num_qps", s.num_qps},
@@ -141,6 +143,8 @@ nlohmann::json json_summary(const PerfOptions& o, const PerfSetup& s, const Perf
   if (o.test.verb == PerfVerb::kAtomic) j["atomic_type"] = atomic_type_name(s.atomic);
   if (s.verify) j["verify"] = {{"passed", ok}, {"checked_bytes", checked}};
   if (!error.empty()) j["error"] = error;
+  j["local"] = run_device_report(ctx);
+  if (remote.is_object()) j["remote"] = remote;
   return j;
 }
 
@@ -160,7 +164,7 @@ int run_client(PerfOptions& o) {
   // A refused connection is retried only within --timeout (the server may still be starting).
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return failure(error);
-  auto dev = open_cli_device(o.device, sock->local_address(), error);
+  auto dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
   if (!dev) return failure(error);
   const auto peer = greet_as_client(*sock, error);
   if (!peer) return failure(error);
@@ -187,6 +191,7 @@ int run_client(PerfOptions& o) {
   PerfSetup setup = make_setup(o, mtu);
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
   if (!ctx || !prepare_receives(*ctx, o.test, false, error)) return failure(error);
+  ctx->set_traffic_class(o.cc.traffic_class);
   setup.qps = ctx->local_info();
 
   std::string line;
@@ -229,6 +234,7 @@ int run_client(PerfOptions& o) {
   bool ok = true;
   uint64_t checked = 0;
   std::string first_error;
+  nlohmann::json server_report;  // the server's counters as of its last "end" reply
   for (uint64_t size : setup.sizes) {
     reset_for_size(*ctx, o.test);
     nlohmann::json ready;
@@ -249,6 +255,9 @@ int run_client(PerfOptions& o) {
       return failure("the server closed the side channel");
     }
     const auto server = nlohmann::json::parse(line, nullptr, false);
+    if (server.is_object() && server.contains("device_report")) {
+      server_report = server["device_report"];
+    }
     checked += out.checked_bytes;
     if (!server.is_discarded()) checked += server.value("checked_bytes", uint64_t{0});
     std::string error_here = out.ok ? std::string() : out.error;
@@ -273,7 +282,9 @@ int run_client(PerfOptions& o) {
   }
   (void)sock->send_line(nlohmann::json{{"cmd", "bye"}}.dump());
   if (o.json) {
-    fmt::print("{}\n", json_summary(o, setup, *ctx, results, ok, checked, first_error).dump());
+    fmt::print(
+        "{}\n",
+        json_summary(o, setup, *ctx, results, ok, checked, first_error, server_report).dump());
   } else {
     fmt::print("{}\n", kResultLine);
     if (setup.verify && ok) {
@@ -290,12 +301,12 @@ int run_server(PerfOptions& o) {
   // reaches us on, known only once it connects.
   std::unique_ptr<device::Device> dev;
   if (!o.device.empty()) {
-    dev = open_cli_device(o.device, std::nullopt, error);
+    dev = open_cli_device(o.device, std::nullopt, error, o.cc.resolved);
     if (!dev) return failure(error);
   }
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);
-  if (!dev) dev = open_cli_device(o.device, sock->local_address(), error);
+  if (!dev) dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
   if (!dev) return failure(error);
   const auto peer = greet_as_server(*sock, error);
   if (!peer) return failure(error);
@@ -333,6 +344,7 @@ int run_server(PerfOptions& o) {
   if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kCommand, mtu_note);
   const std::vector<PerfQpInfo> remote = setup.qps;
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
+  if (ctx) ctx->set_traffic_class(o.cc.traffic_class);
   if (!ctx || !prepare_receives(*ctx, o.test, true, error) || !ctx->connect(remote, error)) {
     return refuse(error);
   }
@@ -376,7 +388,8 @@ int run_server(PerfOptions& o) {
     }
   }
   if (o.json) {
-    fmt::print("{}\n", json_summary(o, setup, *ctx, results, ok, checked, first_error).dump());
+    fmt::print("{}\n",
+               json_summary(o, setup, *ctx, results, ok, checked, first_error, nullptr).dump());
   } else {
     fmt::print("{}\n", kResultLine);
     if (setup.verify && ok) fmt::print(" Data verification passed: {} bytes checked\n", checked);

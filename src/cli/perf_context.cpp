@@ -141,13 +141,14 @@ bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& er
     p.sgid_index = gid_.index;
     p.my_psn = psns_[q];
     p.max_rd_atomic = rd_atomic;
+    p.traffic_class = traffic_class_;
     const PingpongDest dest{0, remote[q].qpn, remote[q].psn, remote[q].gid};
     if (const auto st = qp_to_rts(*dev_, qpns_[q], p, dest); !st) {
       error = fmt::format("failed to connect QP 0x{:06x} to RTR/RTS: {}", qpns_[q], st.message());
       return false;
     }
     if (type == transport::QpType::kUd) {
-      auto ah = make_ah(*dev_, gid_.port, gid_.index, remote[q].gid);
+      auto ah = make_ah(*dev_, gid_.port, gid_.index, remote[q].gid, 0, traffic_class_);
       if (!ah) {
         error = fmt::format("failed to create AH: {}", ah.status().message());
         return false;

@@ -37,6 +37,10 @@ class PerfContext {
   [[nodiscard]] const PerfSetup& setup() const { return setup_; }
   // Before connect(): the path MTU both sides agreed on (the smaller active MTU).
   void set_mtu(uint32_t bytes) { setup_.mtu = bytes; }
+  // Before connect(): the traffic class of every QP's GRH (-T/--tclass), not part of the
+  // setup the peer sees (each side takes its own, as perftest).
+  void set_traffic_class(uint8_t tclass) { traffic_class_ = tclass; }
+  [[nodiscard]] uint8_t traffic_class() const { return traffic_class_; }
   [[nodiscard]] const GidChoice& gid() const { return gid_; }
   [[nodiscard]] uint32_t qpn(int q) const { return qpns_[static_cast<size_t>(q)]; }
   [[nodiscard]] int qp_index(uint32_t qpn) const;  // -1 if not ours
@@ -73,6 +77,7 @@ class PerfContext {
   std::vector<PerfQpInfo> remote_;
   std::vector<transport::AhAttr> ahs_;
   uint32_t max_inline_ = 0;
+  uint8_t traffic_class_ = 0;
   uint64_t unacked_events_ = 0;
 };
 

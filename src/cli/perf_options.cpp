@@ -138,6 +138,7 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
                "Fill every message with a pattern per iteration and check every byte received");
   sub.add_option("--timeout", o.timeout, "Give up after this many seconds (default: never)")
       ->check(CLI::NonNegativeNumber);
+  add_cc_options(sub, o.cc, true);
 }
 
 std::string finish_perf_options(PerfOptions& o) {
@@ -194,6 +195,7 @@ std::string finish_perf_options(PerfOptions& o) {
     return "-I/--inline_size only applies to write and send tests";
   }
   if (o.rx_depth && o.test.verb != PerfVerb::kSend) return "-r/--rx-depth only applies to send";
+  if (std::string cc = finish_cc_options(o.cc); !cc.empty()) return cc;
 
   if (!o.iters) o.iters = bw ? kDefItersBw : kDefItersLat;
   if (!o.tx_depth) o.tx_depth = bw ? kDefTxBw : kDefTxLat;

@@ -1,5 +1,5 @@
 // `uroce perf <test> [host]`: the options of perftest's ib_{write,read,send,atomic}_{bw,lat}
-// with perftest's flag letters and defaults, plus --json and --verify.
+// with perftest's flag letters and defaults, plus --json, --verify and --cc/--dcqcn.
 //
 // add_perf_options() declares the flags on a CLI11 parser; finish_perf_options() then fills
 // the defaults that depend on the test (size 65536 for bandwidth and 2 for latency, 5000 or
@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "cli/cc_options.hpp"
 
 namespace uroce::cli {
 
@@ -66,6 +68,7 @@ struct PerfOptions {
   bool json = false;
   bool verify = false;
   double timeout = 0;  // seconds; 0 = none
+  CcCliOptions cc;     // --cc, --dcqcn, -T/--tclass (cc_options.hpp)
 
   // Resolved by finish_perf_options().
   PerfTest test;

@@ -21,6 +21,7 @@
 #include "cli/command.hpp"
 #include "cli/perf_report.hpp"
 #include "cli/perf_run.hpp"
+#include "cli/perf_telemetry.hpp"
 #include "cli/perftest_run.hpp"
 #include "cli/verbs_setup.hpp"
 
@@ -186,6 +187,7 @@ class Session {
     setup_.slot_size = std::max<uint64_t>(max_size, cycle_buffer_);
     ctx_ = PerfContext::create(std::move(dev), setup_, *gid_, error);
     if (!ctx_) return fail(error);
+    ctx_->set_traffic_class(o_.cc.traffic_class);
     if (o_.test.verb == PerfVerb::kSend) {
       if (!prepare_receives(*ctx_, o_.test, server_, error)) return fail(error);
     } else {
@@ -555,6 +557,7 @@ class Session {
                           {"results", results_},
                           {"ok", ok}};
       if (!ok) j["error"] = error_;
+      if (ctx_) j["local"] = run_device_report(*ctx_);  // perftest sends no counters
       fmt::print("{}\n", j.dump());
     } else if (ctx_ && ok) {
       fmt::print("{}\n", kResultLine);

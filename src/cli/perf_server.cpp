@@ -9,6 +9,7 @@
 
 #include "cli/perf_pattern.hpp"
 #include "cli/perf_run.hpp"
+#include "cli/perf_telemetry.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -319,6 +320,8 @@ bool serve_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
   end_line = st.end.value("line", std::string());
   reply = st.reply();
   reply["result"] = st.end.value("result", nlohmann::json());
+  // The server's counters and rates for the client's --json (ignored by older clients).
+  reply["device_report"] = run_device_report(ctx);
   return sock.send_line(reply.dump());
 }
 

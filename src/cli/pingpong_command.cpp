@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/cc_options.hpp"
 #include "cli/command.hpp"
 #include "cli/oob_socket.hpp"
 #include "cli/peer_diagnosis.hpp"
@@ -60,6 +61,7 @@ struct PingpongOptions {
   int gid_index = -1;
   bool check = false;
   double timeout = 0;
+  CcCliOptions cc;  // --cc, --dcqcn
 };
 
 struct Pingpong {
@@ -297,6 +299,7 @@ int run_pingpong(PingpongOptions& o) {
   pp.ud = pp.type == QpType::kUd;
   pp.srq_mode = o.srq;
   if (o.srq && pp.type != QpType::kRc) return fail("--srq runs over RC (as ibv_srq_pingpong)");
+  if (std::string cc = finish_cc_options(o.cc); !cc.empty()) return fail(cc);
   pp.num_qp = o.srq ? o.num_qp : 1;
   if (o.srq && o.num_qp > o.rx_depth) {
     return fail(
@@ -314,7 +317,7 @@ int run_pingpong(PingpongOptions& o) {
              : OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return fail(error);
   // After the side channel: without -d, the device is the one the peer reaches us on.
-  pp.dev = open_cli_device(o.device, sock->local_address(), error);
+  pp.dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
   if (!pp.dev) return fail(error);
   if (pp.ud) {
     const uint32_t mtu = ud_max_message(*pp.dev);
@@ -463,6 +466,7 @@ Subcommand add_pingpong_command(CLI::App& app) {
   sub->add_flag("-c,--chk", o->check, "Validate the received buffer (as rc_pingpong -c)");
   sub->add_option("--timeout", o->timeout, "Give up after this many seconds (default: never)")
       ->check(CLI::NonNegativeNumber);
+  add_cc_options(*sub, o->cc, false);
   return Subcommand{sub, [o] {
                       for (char& c : o->transport) c = static_cast<char>(std::tolower(c));
                       return run_pingpong(*o);

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "telemetry/explain.hpp"
+#include "transport/cc/cc_config.hpp"
 
 namespace uroce::cli {
 
@@ -78,6 +79,24 @@ std::string rtt_text(const telemetry::RttHistogram& h) {
                      h.count);
 }
 
+bool has_controller(const QpSnapshot& q) {
+  return q.cc.algorithm != transport::CcAlgorithm::kNone &&
+         q.cc.algorithm != transport::CcAlgorithm::kDefault;
+}
+
+std::string mbps_text(uint64_t bps) {
+  return fmt::format("{:.1f} Mb/s", static_cast<double>(bps) / 1e6);
+}
+
+// "    cc dcqcn rate 5000.0 Mb/s target 10000.0 Mb/s alpha 512/1024" for a QP with a
+// controller; nothing for `none` (no rate to show).
+std::string cc_text(const QpSnapshot& q) {
+  if (!has_controller(q)) return {};
+  return fmt::format("    cc {} rate {} target {} alpha {}/1024\n",
+                     transport::cc_algorithm_name(q.cc.algorithm), mbps_text(q.cc.rate_bps),
+                     mbps_text(q.cc.target_rate_bps), q.cc.alpha);
+}
+
 }  // namespace
 
 std::string format_stat_text(const DeviceSnapshot& snap, const StatView& view) {
@@ -97,6 +116,7 @@ std::string format_stat_text(const DeviceSnapshot& snap, const StatView& view) {
     const QpSnapshot* before = view.previous ? view.previous->qp(q.qpn) : nullptr;
     pairs(out, snap.names, q.values, before ? &before->values : nullptr, view.interval_s,
           only == nullptr && !view.all);
+    out += cc_text(q);
     if (q.last_error_status != 0) {
       out += fmt::format("    error {} ({}): {}\n", telemetry::wc_status_name(q.last_error_status),
                          q.last_error_status,
@@ -149,6 +169,10 @@ nlohmann::json stat_json(const DeviceSnapshot& snap, const StatView& view) {
     jq["state"] = state_name(q.state);
     jq["peer"] = telemetry::gid_address(q.remote_gid);
     jq["remote_qpn"] = q.remote_qpn;
+    jq["cc"] = {{"algorithm", transport::cc_algorithm_name(q.cc.algorithm)},
+                {"rate_bps", q.cc.rate_bps},
+                {"target_rate_bps", q.cc.target_rate_bps},
+                {"alpha", q.cc.alpha}};
     jq["counters"] = counters(q.values);
     if (const QpSnapshot* before = view.previous ? view.previous->qp(q.qpn) : nullptr) {
       jq["rates"] = rates(q.values, before->values);

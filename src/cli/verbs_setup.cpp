@@ -19,12 +19,13 @@ constexpr size_t kPageSize = 4096;
 
 std::unique_ptr<device::Device> open_cli_device(const std::string& name,
                                                 const std::optional<net::IpAddr>& reach_via,
-                                                std::string& error) {
+                                                std::string& error, const net::CcOverride& cc) {
   auto env = config::HostOptions::from_env(error);
   if (!env) return nullptr;
   net::UdpDeviceOptions options;
   if (!net::apply_env_options(*env, options, error)) return nullptr;
   options.name = name;
+  options.cc = cc;
   if (name.empty() && reach_via) {
     // The device whose GID the peer reaches us on; with none (e.g. NAT), the first device.
     auto devices = net::discover_host_devices(options.netdevs);
@@ -144,6 +145,7 @@ transport::Status qp_to_rts(device::Device& dev, uint32_t qpn, const ConnectPara
     attr.ah_attr.sgid_index = static_cast<uint8_t>(params.sgid_index);
     attr.ah_attr.hop_limit = 64;
     attr.ah_attr.sl = params.sl;
+    attr.ah_attr.traffic_class = params.traffic_class;
     attr.ah_attr.port_num = params.port;
     attr.ah_attr.is_global = true;
     mask |= transport::kQpAv | transport::kQpPathMtu | transport::kQpDestQpn | transport::kQpRqPsn;
@@ -171,8 +173,9 @@ transport::Status qp_to_rts(device::Device& dev, uint32_t qpn, const ConnectPara
 
 transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
                                              uint32_t sgid_index, const device::Gid& dgid,
-                                             uint8_t sl) {
+                                             uint8_t sl, uint8_t traffic_class) {
   transport::AhAttr ah;
+  ah.traffic_class = traffic_class;
   ah.dgid = dgid;
   ah.sgid_index = static_cast<uint8_t>(sgid_index);
   ah.port_num = port;

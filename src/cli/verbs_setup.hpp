@@ -13,6 +13,7 @@
 
 #include "cli/pingpong_dest.hpp"
 #include "device/device.hpp"
+#include "net/cc_env.hpp"
 #include "net/ip_addr.hpp"
 #include "net/netdev.hpp"
 
@@ -26,8 +27,10 @@ inline constexpr uint32_t kPingpongQkey = 0x11111111;
 // side channel, which is the address the peer reaches us on), else the first device in list
 // order. The environment applies as in the drop-in (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_MTU,
 // ...; docs/configuration.md). An unknown name fails with a line naming the devices there are.
+// `cc`: the command line's --cc/--dcqcn, which win over UROCE_CC/UROCE_DCQCN.
 [[nodiscard]] std::unique_ptr<device::Device> open_cli_device(
-    const std::string& name, const std::optional<net::IpAddr>& reach_via, std::string& error);
+    const std::string& name, const std::optional<net::IpAddr>& reach_via, std::string& error,
+    const net::CcOverride& cc = {});
 
 // The devices the CLI lists (`uroce gids`): the environment's UROCE_NETDEVS unless `netdevs`
 // is given; nullopt with `error` set when the environment is malformed or no device is up.
@@ -81,6 +84,7 @@ struct ConnectParams {
   uint32_t my_psn = 0;
   uint8_t max_rd_atomic = 1;  // RC: initiator depth and responder resources
   uint8_t sl = 0;
+  uint8_t traffic_class = 0;  // the GRH traffic class: IP TOS byte (DSCP << 2 | ECN)
 };
 
 // RESET -> INIT: RC/UC with remote write/read/atomic access, UD with kPingpongQkey.
@@ -93,7 +97,8 @@ struct ConnectParams {
 // An address vector to `dgid` from our GID `sgid_index` (resolved by the device), for UD.
 [[nodiscard]] transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
                                                            uint32_t sgid_index,
-                                                           const device::Gid& dgid, uint8_t sl = 0);
+                                                           const device::Gid& dgid, uint8_t sl = 0,
+                                                           uint8_t traffic_class = 0);
 
 // The largest UD message the device sends: the smallest active MTU of its ports (the device
 // has one engine-wide UD MTU, so lo's 4096 does not help while eth0 carries 1024).

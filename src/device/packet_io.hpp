@@ -59,6 +59,9 @@ struct IoCounters {
   uint64_t icmp_port_unreachable = 0;
   uint64_t icmp_unreachable = 0;
   uint64_t icmp_too_big = 0;
+  // Datagrams the kernel dropped at the device's sockets before uroce read them (socket
+  // receive buffer full: SO_RXQ_OVFL); ethtool's rx_discards (docs/congestion.md "Counters").
+  uint64_t rx_discards = 0;
   // What UROCE_IMPAIR did (src/net/impaired_packet_io.hpp); 0 without impairment.
   uint64_t impair_dropped = 0;
   uint64_t impair_duplicated = 0;

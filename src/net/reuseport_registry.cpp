@@ -107,9 +107,19 @@ std::optional<uint32_t> choose_slot(const RegistryState& s, const IpAddr& addr, 
   return std::nullopt;
 }
 
-uint64_t process_start_time(pid_t pid) {
+// /proc/<pid>/stat is one line. Read through getline, not istreambuf_iterator: when the
+// process exits between open and read, the read fails with ESRCH, which libstdc++'s filebuf
+// throws as std::ios_base::failure and only a sentry-based read turns into a failed stream
+// (an uncaught throw here terminated a process whose peer had just crashed).
+static std::string read_proc_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+uint64_t process_start_time(pid_t pid) {
+  const std::string text = read_proc_stat(pid);
   // The command name (field 2) may hold spaces and parentheses: parse after the last ')'.
   size_t close = text.rfind(')');
   if (close == std::string::npos) return 0;
@@ -124,9 +134,10 @@ uint64_t process_start_time(pid_t pid) {
 
 bool process_alive(pid_t pid, uint64_t start_time) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return access("/proc/self/stat", R_OK) != 0;  // no /proc: trust kill()
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (access(("/proc/" + std::to_string(pid) + "/stat").c_str(), R_OK) != 0) {
+    return access("/proc/self/stat", R_OK) != 0;  // no /proc: trust kill()
+  }
+  const std::string text = read_proc_stat(pid);
   size_t close = text.rfind(')');
   if (close == std::string::npos || close + 2 >= text.size()) return false;
   const char state = text[close + 2];

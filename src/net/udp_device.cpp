@@ -56,7 +56,9 @@ device::PathReport UdpPacketIo::path_report(const device::Gid& peer) const {
 }
 
 device::IoCounters UdpPacketIo::io_counters() const {
-  return path_log_ ? path_log_->totals() : device::IoCounters{};
+  device::IoCounters c = path_log_ ? path_log_->totals() : device::IoCounters{};
+  for (const auto& p : ports_) c.rx_discards += p->rx_discards();
+  return c;
 }
 
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
@@ -351,7 +353,12 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     }
   }
   config.engine.seed = seed;
+  // DCQCN starts at the port's speed (rpg_max_rate in UROCE_DCQCN/--dcqcn overrides it).
+  config.engine.cc.line_rate_mbps = line_rate_from_speed(config.ports.front().speed_mbps);
   if (std::string cc_error = cc_config_from_env(config.engine.cc); !cc_error.empty()) {
+    return NetError{EINVAL, cc_error};
+  }
+  if (std::string cc_error = apply_cc_override(options.cc, config.engine.cc); !cc_error.empty()) {
     return NetError{EINVAL, cc_error};
   }
 

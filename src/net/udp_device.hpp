@@ -27,6 +27,7 @@
 #include "config/host_options.hpp"
 #include "device/device.hpp"
 #include "device/packet_io.hpp"
+#include "net/cc_env.hpp"
 #include "net/ip_addr.hpp"
 #include "net/netdev.hpp"
 #include "net/result.hpp"
@@ -84,6 +85,8 @@ struct UdpDeviceOptions {
   uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid
   transport::DeviceLimits limits;
   device::ProgressOptions progress;
+  // A command line's --cc/--dcqcn, applied after UROCE_CC/UROCE_DCQCN (cc_env.hpp).
+  CcOverride cc;
 };
 
 [[nodiscard]] NetResult<std::unique_ptr<device::Device>> open_udp_device(

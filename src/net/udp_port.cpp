@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -119,6 +120,8 @@ NetResult<bool> UdpPort::create_socket() {
     setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one);
     setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVERR, &one, sizeof one);
   }
+  // Each datagram then says how many the kernel dropped at this socket (rx_discards).
+  setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
   SockAddr local = SockAddr::make(config_.local, config_.port, config_.scope_id);
   if (bind(fd_, local.get(), local.len) != 0) return bind_error(errno);
   if (config_.port == 0) {
@@ -392,6 +395,14 @@ void UdpPort::reconcile(bool force_verify) {
 }
 
 void UdpPort::maintain() {
+  // Drops after the last datagram that got in carry no cmsg: read the count itself (one
+  // getsockopt, only when the device goes idle).
+  std::array<uint32_t, SK_MEMINFO_VARS> mem{};
+  socklen_t mem_len = sizeof mem;
+  if (getsockopt(fd_, SOL_SOCKET, SO_MEMINFO, mem.data(), &mem_len) == 0 &&
+      mem_len > SK_MEMINFO_DROPS * sizeof(uint32_t)) {
+    note_kernel_drops(mem[SK_MEMINFO_DROPS]);
+  }
   if (!registry_) return;
   const int64_t now = mono_ns();
   bool need = a_watched_member_exited() || registry_->changed_since_last_seen();
@@ -566,7 +577,16 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   return false;
 }
 
-void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) const {
+void UdpPort::note_kernel_drops(uint32_t cumulative) {
+  // The count is the kernel's 32-bit sk_drops: serial arithmetic, so a datagram queued before
+  // a later SO_MEMINFO read (an older, smaller count) is no change, and a wrap is growth.
+  const auto delta = static_cast<int32_t>(cumulative - kernel_drops_seen_);
+  if (delta <= 0) return;
+  kernel_drops_seen_ = cumulative;
+  rx_discards_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+}
+
+void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) {
   d.ip = wire::IpContext{};
   d.ip.ipv6 = family_ == AF_INET6;
   d.ip.dport = port_;
@@ -603,6 +623,10 @@ void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) const {
       std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
       d.ip.dst = IpAddr::from_in6(pi.ipi6_addr).bytes;
       d.ifindex = static_cast<int>(pi.ipi6_ifindex);
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+      uint32_t drops = 0;
+      std::memcpy(&drops, CMSG_DATA(c), sizeof drops);
+      note_kernel_drops(drops);
     }
   }
 }

@@ -23,12 +23,20 @@
 // bound it goes out of the main socket and tx_sport_fallback counts it. Linux rxe does not
 // look at the source port of what it receives (rxe_udp_encap_recv).
 //
-// Not thread-safe except wake(): one progress thread drives a port.
+// Kernel drops: SO_RXQ_OVFL makes every received datagram carry the socket's drop count
+// (sk_drops: datagrams the kernel discarded at this socket, almost always because its receive
+// buffer was full; also UDP checksum errors) as of when it was queued; recv_burst keeps the
+// growth of that count, and maintain() reads the count itself (SO_MEMINFO) so drops after
+// the last datagram that got in are counted once the port goes idle. rx_discards() is the
+// total since open (exported as `rx_discards`, docs/congestion.md "Counters").
+//
+// Not thread-safe except wake() and rx_discards(): one progress thread drives a port.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -170,6 +178,10 @@ class UdpPort {
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   [[nodiscard]] const BufferReport& buffers() const { return buffers_; }
   [[nodiscard]] const UdpPortCounters& counters() const { return counters_; }
+  // Datagrams the kernel dropped at this socket since open (see above). Thread-safe.
+  [[nodiscard]] uint64_t rx_discards() const {
+    return rx_discards_.load(std::memory_order_relaxed);
+  }
 
  private:
   explicit UdpPort(const UdpPortConfig& config);
@@ -185,7 +197,9 @@ class UdpPort {
   [[nodiscard]] bool a_watched_member_exited() const;
   int socket_for_sport(uint16_t sport);
   bool keep_datagram(RxDatagram& d);
-  void fill_meta(const msghdr& h, RxDatagram& d) const;
+  void fill_meta(const msghdr& h, RxDatagram& d);
+  // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
+  void note_kernel_drops(uint32_t cumulative);
   size_t deliver_stash(std::span<RxDatagram> out);
 
   UdpPortConfig config_;
@@ -195,6 +209,8 @@ class UdpPort {
   int wake_fd_ = -1;
   BufferReport buffers_;
   UdpPortCounters counters_;
+  uint32_t kernel_drops_seen_ = 0;  // the kernel's 32-bit count as last seen
+  std::atomic<uint64_t> rx_discards_{0};
   QpnRange qpn_range_ = whole_qpn_range();
 
   // Sharing.
@@ -227,7 +243,7 @@ class UdpPort {
   std::array<iovec, kMaxBurst> iovs_{};
   std::array<sockaddr_storage, kMaxBurst> names_{};
   struct alignas(cmsghdr) CmsgBuf {
-    uint8_t bytes[128];
+    uint8_t bytes[160];  // TOS/TCLASS, TTL/HOPLIMIT, PKTINFO, RXQ_OVFL with room
   };
   std::array<CmsgBuf, kMaxBurst> cmsgs_{};
   std::array<bool, kMaxBurst> fallback_{};

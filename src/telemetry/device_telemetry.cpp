@@ -38,6 +38,7 @@ std::vector<uint64_t> published_values(const transport::Counters& c, const devic
   v.push_back(io.icmp_port_unreachable);
   v.push_back(io.icmp_unreachable);
   v.push_back(io.icmp_too_big);
+  v.push_back(io.rx_discards);
   for (const uint64_t x :
        {io.impair_dropped, io.impair_duplicated, io.impair_corrupted, io.impair_ce_marked,
         io.impair_delayed, io.impair_reordered, io.impair_overflow}) {
@@ -80,7 +81,7 @@ const std::vector<std::string>& published_counter_names() {
     n.emplace_back("out_of_sequence");
     n.emplace_back("rnr_nak_retry_err");
     for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
-                           "icmp_unreachable", "icmp_too_big"}) {
+                           "icmp_unreachable", "icmp_too_big", "rx_discards"}) {
       n.emplace_back(io);
     }
     for (const char* im :
@@ -253,6 +254,7 @@ DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
       q.remote_gid = attr.ah_attr.dgid;
       q.state = static_cast<uint8_t>(attr.qp_state);
       q.qp_type = static_cast<uint8_t>(init.qp_type);
+      q.cc = attr.cc;
     }
     q.last_error_status = info.last_error_status;
     q.error_completions = info.error_completions;
@@ -292,6 +294,15 @@ DeviceSnapshot DeviceTelemetry::latest_snapshot() const {
 const std::string& DeviceTelemetry::shm_path() const {
   static const std::string kNone;
   return shm_ ? shm_->path() : kNone;
+}
+
+std::vector<uint64_t> device_counter_values(const device::Device& dev) {
+  uint64_t acks = 0;
+  if (const auto* t = dynamic_cast<const DeviceTelemetry*>(dev.config().observer.get())) {
+    const DeviceSnapshot snap = t->latest_snapshot();
+    if (!snap.values.empty()) acks = snap.values.back();
+  }
+  return published_values(dev.counters(), dev.io_counters(), acks);
 }
 
 std::shared_ptr<device::DeviceObserver> observer_from_env(const std::string& device,

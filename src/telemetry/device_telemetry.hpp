@@ -58,11 +58,17 @@ struct TelemetryOptions {
 // Counter names published: the engine's, then mlx5 aliases of rxe counters that count the
 // same event under another name (out_of_sequence = out_of_seq_request, rnr_nak_retry_err =
 // retry_rnr_exceeded_err), then the UDP driver's drops and ICMP errors (tx_drop_too_big,
-// tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big; device-wide, 0 per
-// QP), then what UROCE_IMPAIR did (impair_dropped, impair_duplicated, impair_corrupted,
-// impair_ce_marked, impair_delayed, impair_reordered, impair_overflow; device-wide), then
-// acks_rcvd (ACKs seen by the round-trip tracker, always last).
+// tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big, and rx_discards: what
+// the kernel dropped at the device's sockets; device-wide, 0 per QP), then what UROCE_IMPAIR
+// did (impair_dropped, impair_duplicated, impair_corrupted, impair_ce_marked, impair_delayed,
+// impair_reordered, impair_overflow; device-wide), then acks_rcvd (ACKs seen by the
+// round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();
+
+// The device's counters now, indexed like published_counter_names(): for a program's own
+// report (`uroce perf --json`). acks_rcvd is the device's DeviceTelemetry's as of its last
+// publish, 0 without one.
+[[nodiscard]] std::vector<uint64_t> device_counter_values(const device::Device& dev);
 
 class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSource {
  public:

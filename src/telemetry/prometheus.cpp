@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <string_view>
+
+#include "transport/cc/cc_config.hpp"
 
 namespace uroce::telemetry {
 
@@ -109,6 +112,34 @@ std::string render_prometheus(const std::vector<DeviceSnapshot>& snaps, uint64_t
     for (const QpSnapshot& q : s.qps) {
       fmt::format_to(b, "uroce_qp_state{{device=\"{}\",qp=\"{}\"}} {}\n", esc(s.device), q.qpn,
                      q.state);
+    }
+  }
+  // The congestion controller's rates, for QPs that have one (DCQCN): gauges, bit/s.
+  struct CcGauge {
+    std::string_view name;
+    std::string_view help;
+  };
+  static constexpr std::array<CcGauge, 3> kCcGauges = {{
+      {"uroce_qp_cc_rate_bits_per_second",
+       "Current sending rate of the QP's congestion control (DCQCN RC), bit/s"},
+      {"uroce_qp_cc_target_rate_bits_per_second", "Target rate of the QP's DCQCN (RT), bit/s"},
+      {"uroce_qp_cc_alpha", "DCQCN congestion estimate alpha of the QP (0..1)"},
+  }};
+  for (size_t g = 0; g < kCcGauges.size(); ++g) {
+    family(out, kCcGauges[g].name, "gauge", kCcGauges[g].help);
+    for (const DeviceSnapshot& s : snaps) {
+      for (const QpSnapshot& q : s.qps) {
+        if (q.cc.algorithm == transport::CcAlgorithm::kNone ||
+            q.cc.algorithm == transport::CcAlgorithm::kDefault) {
+          continue;
+        }
+        const std::string value =
+            g == 0   ? std::to_string(q.cc.rate_bps)
+            : g == 1 ? std::to_string(q.cc.target_rate_bps)
+                     : fmt::format("{:.9g}", static_cast<double>(q.cc.alpha) / 1024.0);
+        fmt::format_to(b, "{}{{device=\"{}\",qp=\"{}\",cc=\"{}\"}} {}\n", kCcGauges[g].name,
+                       esc(s.device), q.qpn, transport::cc_algorithm_name(q.cc.algorithm), value);
+      }
     }
   }
   family(out, "uroce_qp_error_completions_total", "counter",

@@ -7,8 +7,11 @@
 //            device name, counter count and the counter names (written once, before the
 //            first publish; readers take names from here, so a newer uroce reads an older one)
 //   body     a seqlock word, then every value as a 64-bit word: publish time, device
-//            counters, QP count and one slot per QP (QPN, peer, state, last error, RTT
-//            histogram of ACK round trips, counters)
+//            counters, QP count and one slot per QP (QPN, peer, state, last error,
+//            congestion control and current rate, RTT histogram of ACK round trips, counters)
+//
+// Version 2 added the per-QP congestion-control words; a reader skips a segment of another
+// version with a note (both ends are the same build in practice).
 //
 // Seqlock: the writer (the device's progress thread, at most every kPublishInterval or when
 // it goes idle) makes seq odd, stores the body words with relaxed atomics, makes seq even
@@ -24,7 +27,7 @@
 namespace uroce::telemetry {
 
 inline constexpr std::array<char, 8> kShmMagic = {'U', 'R', 'O', 'C', 'E', 'S', 'T', '1'};
-inline constexpr uint32_t kShmVersion = 1;
+inline constexpr uint32_t kShmVersion = 2;
 inline constexpr size_t kShmMaxCounters = 128;
 inline constexpr size_t kShmMaxQps = 256;
 inline constexpr size_t kShmNameLen = 48;
@@ -47,11 +50,15 @@ struct ShmRtt {
 struct ShmQp {
   uint64_t qpn;
   uint64_t remote_qpn;
-  uint64_t remote_gid[2];      // 16 bytes, network order as in the GID
-  uint64_t qp_type;            // transport::QpType value
-  uint64_t state;              // transport::QpState value
-  uint64_t last_error_status;  // transport::WcStatus of the last error completion, 0: none
-  uint64_t error_completions;  // completions with an error status other than a flush
+  uint64_t remote_gid[2];       // 16 bytes, network order as in the GID
+  uint64_t qp_type;             // transport::QpType value
+  uint64_t state;               // transport::QpState value
+  uint64_t last_error_status;   // transport::WcStatus of the last error completion, 0: none
+  uint64_t error_completions;   // completions with an error status other than a flush
+  uint64_t cc_algorithm;        // transport::CcAlgorithm of the QP's controller (1 none)
+  uint64_t cc_rate_bps;         // current rate RC, bit/s; 0: unlimited (no controller)
+  uint64_t cc_target_rate_bps;  // target rate RT, bit/s
+  uint64_t cc_alpha;            // DCQCN alpha, /1024
   ShmRtt rtt;
   uint64_t values[kShmMaxCounters];
 };

@@ -53,6 +53,10 @@ void fill_body(ShmBody& b, const DeviceSnapshot& snap, size_t counters) {
     d.state = s.state;
     d.last_error_status = s.last_error_status;
     d.error_completions = s.error_completions;
+    d.cc_algorithm = static_cast<uint64_t>(s.cc.algorithm);
+    d.cc_rate_bps = s.cc.rate_bps;
+    d.cc_target_rate_bps = s.cc.target_rate_bps;
+    d.cc_alpha = s.cc.alpha;
     for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
     d.rtt.count = s.rtt.count;
     d.rtt.sum_ns = s.rtt.sum_ns;
@@ -138,7 +142,11 @@ std::string program_from_cmdline(const std::string& cmdline) {
 
 std::string process_program(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // read(), not istreambuf_iterator: a process that exits meanwhile makes the read fail with
+  // ESRCH, which only a sentry-based read turns into a failed stream instead of a throw.
+  std::string cmdline(4096, '\0');
+  in.read(cmdline.data(), static_cast<std::streamsize>(cmdline.size()));
+  cmdline.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
   return program_from_cmdline(cmdline);
 }
 
@@ -289,6 +297,10 @@ std::optional<DeviceSnapshot> read_segment(const std::string& path, std::string*
     d.state = static_cast<uint8_t>(s.state);
     d.last_error_status = static_cast<uint8_t>(s.last_error_status);
     d.error_completions = s.error_completions;
+    d.cc.algorithm = static_cast<transport::CcAlgorithm>(s.cc_algorithm);
+    d.cc.rate_bps = s.cc_rate_bps;
+    d.cc.target_rate_bps = s.cc_target_rate_bps;
+    d.cc.alpha = static_cast<uint32_t>(s.cc_alpha);
     for (size_t i = 0; i <= kRttBuckets; ++i) d.rtt.buckets[i] = s.rtt.buckets[i];
     d.rtt.count = s.rtt.count;
     d.rtt.sum_ns = s.rtt.sum_ns;

@@ -1,7 +1,7 @@
-// DeviceSnapshot: one consistent copy of a device's counters, per-QP counters and ACK
-// round-trip histograms, with the counter names that index them. Built by the device's
-// telemetry observer, written to / read from the shared-memory segment (shm_segment.hpp),
-// rendered by `uroce stat` and the Prometheus exporter.
+// DeviceSnapshot: one consistent copy of a device's counters, per-QP counters, congestion
+// state (current rate) and ACK round-trip histograms, with the counter names that index them. Built
+// by the device's telemetry observer, written to / read from the shared-memory segment
+// (shm_segment.hpp), rendered by `uroce stat` and the Prometheus exporter.
 #pragma once
 
 #include <array>
@@ -12,6 +12,7 @@
 
 #include "common/time.hpp"
 #include "telemetry/shm_layout.hpp"
+#include "transport/cc/cc_types.hpp"
 
 namespace uroce::telemetry {
 
@@ -33,6 +34,7 @@ struct QpSnapshot {
   uint8_t state = 0;
   uint8_t last_error_status = 0;
   uint64_t error_completions = 0;
+  transport::QpCcState cc;  // congestion control and current rate (query_qp's QpAttr::cc)
   RttHistogram rtt;
   std::vector<uint64_t> values;  // indexed like DeviceSnapshot::names
 };

@@ -148,6 +148,65 @@ TEST_F(TelemetryTest, StatReadsTheCountersOfThisProcessExactly) {
   EXPECT_NE(qout.find(fmt::format("rdma_sends {}", kMessages)), std::string::npos) << qout;
 }
 
+// A QP that runs DCQCN: its current rate reaches `uroce stat` (text and JSON) and /metrics
+// through the segment, and the device's rx_discards is published (0: nothing overflowed).
+TEST_F(TelemetryTest, DcqcnRateOfEachQpIsPublished) {
+  auto dcqcn_qp = [](Side& side) {
+    QpInitAttr init;
+    init.qp_type = QpType::kRc;
+    init.send_cq = side.cq.id();
+    init.recv_cq = side.cq.id();
+    init.cap = QpCap{256, 1024, 2, 2, 64};
+    init.cc = transport::CcAlgorithm::kDcqcn;
+    return std::move(side.pd.create_qp(init).value());
+  };
+  QueuePair qa = dcqcn_qp(*a_);
+  QueuePair qb = b_->make_qp(QpType::kRc);
+  traffic(qa, qb);
+  const std::string env = "UROCE_STAT_DIR=" + stat_dir_.path() + " ";
+  auto [st, out] = run(env + uroce_bin() + " stat --json --qp " + std::to_string(qa.qp_num()) +
+                       " --pid " + std::to_string(getpid()));
+  ASSERT_EQ(st, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  const nlohmann::json* qp = nullptr;
+  for (const auto& dev : j) {
+    for (const auto& q : dev["qps"]) qp = &q;
+  }
+  ASSERT_NE(qp, nullptr) << out;
+  EXPECT_EQ((*qp)["cc"], (nlohmann::json{{"algorithm", "dcqcn"},
+                                         {"rate_bps", 10'000'000'000ull},
+                                         {"target_rate_bps", 10'000'000'000ull},
+                                         {"alpha", 0}}));
+  auto [tst, text] = run(env + uroce_bin() + " stat --qp " + std::to_string(qa.qp_num()) +
+                         " --pid " + std::to_string(getpid()));
+  ASSERT_EQ(tst, 0);
+  EXPECT_NE(text.find("\n    cc dcqcn rate 10000.0 Mb/s target 10000.0 Mb/s alpha 0/1024\n"),
+            std::string::npos)
+      << text;
+  auto [bst, other] = run(env + uroce_bin() + " stat --json --qp " + std::to_string(qb.qp_num()) +
+                          " --pid " + std::to_string(getpid()));
+  ASSERT_EQ(bst, 0);
+  std::string plain_cc;
+  for (const auto& dev : nlohmann::json::parse(other)) {
+    for (const auto& q : dev["qps"]) plain_cc = q["cc"]["algorithm"];
+  }
+  EXPECT_EQ(plain_cc, "none");
+  auto [ast, all] = run(env + uroce_bin() + " stat --json --pid " + std::to_string(getpid()));
+  ASSERT_EQ(ast, 0);
+  for (const auto& dev : nlohmann::json::parse(all)) EXPECT_EQ(dev["counters"]["rx_discards"], 0);
+
+  httplib::Client http("127.0.0.1", metrics_port_);
+  const auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer from the exporter";
+  EXPECT_NE(
+      res->body.find(fmt::format("uroce_qp_cc_rate_bits_per_second{{device=\"uroce_lo\",qp=\"{}"
+                                 "\",cc=\"dcqcn\"}} 10000000000\n",
+                                 qa.qp_num())),
+      std::string::npos)
+      << res->body;
+  EXPECT_EQ(res->body.find(fmt::format("qp=\"{}\",cc=", qb.qp_num())), std::string::npos);
+}
+
 // Runs `cmd` in the background, collecting its stdout line by line; `started` turns true once
 // the first line arrived (for `uroce stat --watch`: the first reading was taken).
 class Background {

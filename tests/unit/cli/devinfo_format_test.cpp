@@ -77,5 +77,63 @@ TEST(DevinfoFormat, VerboseAddsTheLimits) {
   EXPECT_NE(text.find("\tmax_srq:\t\t\t0\n\tmax_pkeys:"), std::string::npos);
 }
 
+// -v with the device's CcConfig: the algorithm, the line rate and where it comes from, and
+// every DCQCN parameter in effect by its mlx5 name, in the table's order.
+TEST(DevinfoFormat, VerboseShowsTheCongestionControlInEffect) {
+  device::DeviceAttr d;
+  DevinfoPort p;
+  p.attr.netdev = "veth0";
+  p.attr.speed_mbps = 25000;
+  std::vector<DevinfoPort> ports = {p};
+  transport::CcConfig cc;
+  cc.algorithm = transport::CcAlgorithm::kDcqcn;
+  cc.line_rate_mbps = 25000;
+  cc.dcqcn.rpg_time_reset = 55;
+  const std::string text = format_devinfo("uroce_veth0", d, ports, true, &cc);
+  EXPECT_NE(text.find("\tlocal_ca_ack_delay:\t\t15\n"
+                      "\tcongestion_control:\t\tdcqcn\n"
+                      "\tcc_line_rate_mbps:\t\t25000 (speed of veth0)\n"
+                      "\tcc_params:\t\t\t(DCQCN, mlx5 names; set with UROCE_DCQCN or --dcqcn)\n"
+                      "\t\tinitial_alpha_value = 1023\n"
+                      "\t\tdce_tcp_g = 1019\n"
+                      "\t\tdce_tcp_rtt = 1\n"
+                      "\t\trate_reduce_monitor_period = 4\n"
+                      "\t\trpg_time_reset = 55\n"
+                      "\t\trpg_byte_reset = 32767\n"
+                      "\t\trpg_threshold = 1\n"
+                      "\t\trpg_ai_rate = 5\n"
+                      "\t\trpg_hai_rate = 50\n"
+                      "\t\trpg_gd = 11\n"
+                      "\t\trpg_min_dec_fac = 50\n"
+                      "\t\trpg_min_rate = 1\n"
+                      "\t\trpg_max_rate = 0 (the line rate, 25000 Mb/s)\n"
+                      "\t\trate_to_set_on_first_cnp = 0\n"
+                      "\t\tclamp_tgt_rate = 0\n"
+                      "\t\tclamp_tgt_rate_after_time_inc = 1\n"
+                      "\t\tpacer_burst_bytes = 131072\n"
+                      "\t\tmin_time_between_cnps = 4\n"
+                      "\t\tcnp_dscp = 48\n"
+                      "\t\tport:\t1\n"),
+            std::string::npos)
+      << text;
+
+  // Unknown speed (lo, most virtual NICs): the 10 Gb/s default, said as such; an explicit
+  // rpg_max_rate is shown as given.
+  ports[0].attr.netdev = "lo";
+  ports[0].attr.speed_mbps = -1;
+  cc.algorithm = transport::CcAlgorithm::kNone;
+  cc.line_rate_mbps = 10000;
+  cc.dcqcn.rpg_max_rate = 2000;
+  const std::string lo = format_devinfo("uroce_lo", d, ports, true, &cc);
+  EXPECT_NE(lo.find("\tcongestion_control:\t\tnone\n"
+                    "\tcc_line_rate_mbps:\t\t10000 (default: the speed of lo is unknown)\n"),
+            std::string::npos)
+      << lo;
+  EXPECT_NE(lo.find("\t\trpg_max_rate = 2000\n"), std::string::npos);
+  // Without -v, nothing of it.
+  EXPECT_EQ(format_devinfo("uroce_lo", d, ports, false, &cc).find("congestion_control"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace uroce::cli

@@ -189,5 +189,52 @@ TEST(PerfOptions, BadValuesFailInTheParser) {
   }
 }
 
+// --cc / --dcqcn / -T: the run's congestion control and traffic class (cc_options.hpp).
+TEST(PerfOptions, CongestionControlAndTrafficClass) {
+  PerfOptions none;
+  ASSERT_EQ(parse({"write_bw"}, none), "");
+  EXPECT_FALSE(none.cc.resolved.algorithm.has_value());  // UROCE_CC (or none) decides
+  EXPECT_EQ(none.cc.resolved.dcqcn, "");
+  EXPECT_EQ(none.cc.traffic_class, 0);
+
+  PerfOptions o;
+  ASSERT_EQ(parse({"write_bw", "host", "--cc", "dcqcn", "--dcqcn",
+                   "rpg_time_reset=55,min_time_between_cnps=50", "-T", "106"},
+                  o),
+            "");
+  EXPECT_EQ(o.cc.resolved.algorithm, transport::CcAlgorithm::kDcqcn);
+  EXPECT_EQ(o.cc.resolved.dcqcn, "rpg_time_reset=55,min_time_between_cnps=50");
+  EXPECT_EQ(o.cc.traffic_class, 106);
+
+  // perftest's spellings: --tclass (GRH traffic class) and -T/--tos (rdma_cm's ToS).
+  for (const char* flag : {"--tclass", "--tos", "-T"}) {
+    PerfOptions t;
+    ASSERT_EQ(parse({"send_bw", flag, "255", "--cc", "none"}, t), "") << flag;
+    EXPECT_EQ(t.cc.traffic_class, 255) << flag;
+    EXPECT_EQ(t.cc.resolved.algorithm, transport::CcAlgorithm::kNone);
+  }
+}
+
+TEST(PerfOptions, BadCongestionOptionsAreOneLineErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"write_bw", "--cc", "reno"}, "--cc: unknown congestion control 'reno'; use none or dcqcn"},
+      {{"write_bw", "--cc", "dcqcn\n"},
+       "--cc: unknown congestion control 'dcqcn\\x0a'; use none or dcqcn"},
+      {{"write_bw", "--dcqcn", "rpg_gd=99"}, "--dcqcn: rpg_gd=99 is out of range; use 0..30"},
+      {{"write_bw", "--dcqcn", "rpg_ai_rate"},
+       "--dcqcn: 'rpg_ai_rate' has no value; write rpg_ai_rate=<unsigned integer>"},
+      {{"write_bw", "-T", "256"},
+       "-T/--tclass 256 is out of range; give 0..255 (the IP TOS byte: DSCP << 2 | ECN)"},
+      {{"write_bw", "--tclass", "-1"},
+       "-T/--tclass -1 is out of range; give 0..255 (the IP TOS byte: DSCP << 2 | ECN)"},
+  };
+  for (const auto& [args, message] : cases) {
+    PerfOptions o;
+    EXPECT_EQ(parse(args, o), message) << args[1] << " " << args[2];
+  }
+  PerfOptions o;
+  EXPECT_NE(parse({"write_bw", "-T", "abc"}, o), "");  // CLI11: not an integer
+}
+
 }  // namespace
 }  // namespace uroce::cli

@@ -1,11 +1,13 @@
 #include "net/udp_port.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -198,6 +200,75 @@ TEST(UdpPort, TruncatedAndTooBigAreCountedDrops) {
   EXPECT_EQ(send_one(*a.value(), huge, a.value()->local(), b.value()->port()), 1u);
   EXPECT_EQ(a.value()->counters().tx_drop_too_big, 1u);
   EXPECT_EQ(a.value()->counters().tx_packets, 2u);
+}
+
+// The socket's drop count (sk_drops), as the kernel itself reports it.
+uint32_t kernel_socket_drops(int fd) {
+  std::array<uint32_t, SK_MEMINFO_VARS> mem{};
+  socklen_t len = sizeof mem;
+  EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem.data(), &len), 0);
+  return mem[SK_MEMINFO_DROPS];
+}
+
+// Reads every queued datagram with recv_burst alone (wait() would run maintain()).
+size_t drain(UdpPort& port) {
+  std::vector<std::vector<uint8_t>> bufs(UdpPort::kMaxBurst, std::vector<uint8_t>(9000));
+  std::vector<RxDatagram> rx(UdpPort::kMaxBurst);
+  size_t total = 0;
+  for (;;) {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
+    const size_t n = port.recv_burst(rx);
+    if (n == 0) return total;
+    total += n;
+  }
+}
+
+// rx_discards: a receiver that does not read while 200 datagrams arrive at a small buffer
+// loses most of them in the kernel. The datagrams that got in were queued before the first
+// drop, so they carry no count; the next one that gets in carries the kernel's total
+// (SO_RXQ_OVFL), and an idle port's maintain() reads it without further traffic (SO_MEMINFO).
+// Each time the port's count is exactly the kernel's, never counted twice.
+TEST(UdpPort, KernelDropsAreCountedFromTheSocket) {
+  UdpPortConfig cfg = unshared("127.0.0.1");
+  cfg.rcvbuf_bytes = 4096;
+  auto opened = UdpPort::open(cfg);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  UdpPort& port = *opened.value();
+  const int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(tx, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port.port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const auto pkt = bth_packet(0x11, 100);
+  auto blast = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      ASSERT_EQ(
+          sendto(tx, pkt.data(), pkt.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+          static_cast<ssize_t>(pkt.size()));
+    }
+  };
+
+  blast(200);
+  const uint32_t first = kernel_socket_drops(port.fd());
+  ASSERT_GT(first, 0u) << "a 4 KiB receive buffer held all 200 datagrams";
+  EXPECT_EQ(drain(port) + first, 200u);  // loopback: every datagram queued or dropped here
+  EXPECT_EQ(port.rx_discards(), 0u);
+  blast(1);
+  EXPECT_EQ(drain(port), 1u);
+  EXPECT_EQ(port.rx_discards(), first);
+
+  blast(200);
+  const uint32_t second = kernel_socket_drops(port.fd());
+  ASSERT_GT(second, first);
+  port.maintain();
+  EXPECT_EQ(port.rx_discards(), second);
+  EXPECT_EQ(drain(port) + (second - first), 200u);
+  blast(1);
+  EXPECT_EQ(drain(port), 1u);
+  EXPECT_EQ(port.rx_discards(), second);
+  EXPECT_EQ(kernel_socket_drops(port.fd()), second);
+  close(tx);
 }
 
 // IP_RECVERR: a datagram to a closed port comes back as ICMP port unreachable, recorded for

@@ -58,6 +58,42 @@ TEST(PrometheusTest, CountersDropsAndHistogramLines) {
   EXPECT_TRUE(has_line(t, "uroce_snapshot_age_seconds{device=\"uroce_lo\"} 0.5"));
 }
 
+// The congestion controller's rates: one gauge per QP that has a controller, labelled with
+// it; a QP without one (none) has no rate series.
+TEST(PrometheusTest, RateGaugesPerQpWithAController) {
+  DeviceSnapshot s = snapshot();
+  s.qps[0].cc.algorithm = transport::CcAlgorithm::kDcqcn;
+  s.qps[0].cc.rate_bps = 2'500'000'000;
+  s.qps[0].cc.target_rate_bps = 5'000'000'000;
+  s.qps[0].cc.alpha = 512;
+  QpSnapshot plain;
+  plain.qpn = 18;
+  plain.values = {0, 0, 0, 0};
+  s.qps.push_back(plain);
+  const std::string t = render_prometheus({s}, 1'500'000'000);
+  EXPECT_TRUE(has_line(t, "# TYPE uroce_qp_cc_rate_bits_per_second gauge"));
+  EXPECT_TRUE(has_line(
+      t,
+      "uroce_qp_cc_rate_bits_per_second{device=\"uroce_lo\",qp=\"17\",cc=\"dcqcn\"} 2500000000"));
+  EXPECT_TRUE(has_line(t,
+                       "uroce_qp_cc_target_rate_bits_per_second{device=\"uroce_lo\",qp=\"17\","
+                       "cc=\"dcqcn\"} 5000000000"));
+  EXPECT_TRUE(has_line(t, "uroce_qp_cc_alpha{device=\"uroce_lo\",qp=\"17\",cc=\"dcqcn\"} 0.5"));
+  EXPECT_EQ(t.find("qp=\"18\",cc="), std::string::npos);
+  EXPECT_TRUE(has_line(t, "uroce_qp_state{device=\"uroce_lo\",qp=\"18\"} 0"));
+}
+
+// rx_discards (the kernel's socket drops) is an ordinary device counter family.
+TEST(PrometheusTest, KernelDropsAreACounter) {
+  DeviceSnapshot s = snapshot();
+  s.names.push_back("rx_discards");
+  s.values.push_back(12);
+  s.qps[0].values.push_back(0);
+  const std::string t = render_prometheus({s}, 1'500'000'000);
+  EXPECT_TRUE(has_line(t, "# TYPE uroce_rx_discards_total counter"));
+  EXPECT_TRUE(has_line(t, "uroce_rx_discards_total{device=\"uroce_lo\"} 12"));
+}
+
 TEST(PrometheusTest, PromtoolAcceptsEveryEngineCounter) {
   if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed";
   DeviceSnapshot s = snapshot();

@@ -83,6 +83,29 @@ TEST_F(ShmTest, PublishedSnapshotReadsBackExactly) {
   EXPECT_EQ(r.qp_value(r.qps[0], "sent_pkts"), 10u);
 }
 
+// Layout version 2: the per-QP congestion state crosses the segment word for word.
+TEST_F(ShmTest, CongestionStateReadsBackExactly) {
+  EXPECT_EQ(kShmVersion, 2u);
+  std::string error;
+  auto pub = ShmPublisher::create("uroce_lo", kNames, &error);
+  ASSERT_NE(pub, nullptr) << error;
+  DeviceSnapshot s = sample();
+  s.qps[0].cc.algorithm = transport::CcAlgorithm::kDcqcn;
+  s.qps[0].cc.rate_bps = 5'000'000'001;
+  s.qps[0].cc.target_rate_bps = 10'000'000'000;
+  s.qps[0].cc.alpha = 1023;
+  pub->publish(s);
+  auto all = read_segments({});
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(all[0].qps.size(), 1u);
+  const transport::QpCcState& cc = all[0].qps[0].cc;
+  EXPECT_EQ(cc.algorithm, transport::CcAlgorithm::kDcqcn);
+  EXPECT_EQ(cc.rate_bps, 5'000'000'001u);
+  EXPECT_EQ(cc.target_rate_bps, 10'000'000'000u);
+  EXPECT_EQ(cc.alpha, 1023u);
+  EXPECT_EQ(all[0].qps[0].rtt.count, 1u);  // the words after it did not move
+}
+
 TEST_F(ShmTest, SecondDeviceOfTheSameNameGetsASuffix) {
   auto a = ShmPublisher::create("uroce_lo", kNames, nullptr);
   auto b = ShmPublisher::create("uroce_lo", kNames, nullptr);

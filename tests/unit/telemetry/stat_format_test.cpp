@@ -108,6 +108,33 @@ TEST(StatFormatTest, WatchShowsPerSecondRatesOfWhatMoved) {
   EXPECT_FALSE(stat_json(now, StatView{}).contains("rates"));
 }
 
+// A QP that runs DCQCN shows its current rate, target and alpha under its counters (text)
+// and in "cc" (JSON); a QP without a controller has no rate line and "none" in JSON.
+TEST(StatFormatTest, CongestionControlRatePerQp) {
+  DeviceSnapshot s = snapshot({20, 20, 0, 0, 20}, {20, 20, 0, 0, 20});
+  s.qps[0].cc.algorithm = transport::CcAlgorithm::kDcqcn;
+  s.qps[0].cc.rate_bps = 2'500'060'000;
+  s.qps[0].cc.target_rate_bps = 10'000'000'000;
+  s.qps[0].cc.alpha = 512;
+  StatView view;
+  view.qpn = 17;
+  EXPECT_EQ(format_stat_text(s, view),
+            "link uroce_eth0/1 pid 4242 qp 17 type RC state RTS peer 10.0.0.2 rqpn 18 rtt -\n"
+            "    sent_pkts 20 rcvd_pkts 20 icrc_errors 0 retransmitted_pkts 0\n"
+            "    acks_rcvd 20\n"
+            "    cc dcqcn rate 2500.1 Mb/s target 10000.0 Mb/s alpha 512/1024\n");
+  const nlohmann::json j = stat_json(s, view);
+  EXPECT_EQ(j["qps"][0]["cc"], (nlohmann::json{{"algorithm", "dcqcn"},
+                                               {"rate_bps", 2'500'060'000u},
+                                               {"target_rate_bps", 10'000'000'000u},
+                                               {"alpha", 512}}));
+  s.qps[0].cc = transport::QpCcState{};
+  EXPECT_EQ(format_stat_text(s, view).find("cc "), std::string::npos);
+  EXPECT_EQ(stat_json(s, view)["qps"][0]["cc"],
+            (nlohmann::json{
+                {"algorithm", "none"}, {"rate_bps", 0}, {"target_rate_bps", 0}, {"alpha", 0}}));
+}
+
 TEST(StatFormatTest, RefreshHeaderIsTheLocalTimeWithItsOffset) {
   const char* old = getenv("TZ");
   const std::string saved = old != nullptr ? old : "";
