@@ -98,7 +98,7 @@ TEST(CongestionReport, QuickRunWritesTheCsvsPlotsAndReportSection) {
   // (a) goodput against loss: the reference series at the quick mode's one point, 2 %.
   const Csv loss = read_csv(out / "loss.csv");
   EXPECT_EQ(loss.header,
-            "series,loss_percent,goodput_MBps,retransmitted_pkts,nft_dropped_pkts,duration_s,ok");
+            "series,loss_percent,goodput_MBps,retransmitted_pkts,loss_dropped_pkts,duration_s,ok");
   ASSERT_FALSE(loss.rows.empty()) << log;
   EXPECT_EQ(loss.rows[0].at("series"), "gbn-rxe");
   for (const auto& r : loss.rows) {
@@ -107,7 +107,7 @@ TEST(CongestionReport, QuickRunWritesTheCsvsPlotsAndReportSection) {
     EXPECT_EQ(r.at("ok"), "True") << r.at("series") << "\n" << log;
     EXPECT_GT(std::stod(r.at("goodput_MBps")), 0.0) << r.at("series");
     // The loss was applied, and recovered from by retransmitting.
-    EXPECT_GT(std::stoull(r.at("nft_dropped_pkts")), 0u) << r.at("series");
+    EXPECT_GT(std::stoull(r.at("loss_dropped_pkts")), 0u) << r.at("series");
     EXPECT_GT(std::stoull(r.at("retransmitted_pkts")), 0u) << r.at("series");
   }
 
@@ -116,7 +116,8 @@ TEST(CongestionReport, QuickRunWritesTheCsvsPlotsAndReportSection) {
   const Csv flows = read_csv(out / "flows.csv");
   EXPECT_EQ(flows.header,
             "bottleneck,flows,cc,total_MBps,per_flow_MBps,jain,np_cnp_sent,rp_cnp_handled,"
-            "np_ecn_marked,switch_marked,drops,link_drops,retransmitted_pkts,max_queue_bytes,ok");
+            "np_ecn_marked,switch_marked,drops,link_drops,socket_drops,retransmitted_pkts,max_"
+            "queue_bytes,ok");
   ASSERT_EQ(flows.rows.size(), 1u) << log;
   const auto& f = flows.rows[0];
   EXPECT_EQ(f.count("__bad"), 0u);
