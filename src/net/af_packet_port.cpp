@@ -81,7 +81,13 @@ std::unique_ptr<AfPacketPort> AfPacketPort::open(const std::string& ifname, int 
 }
 
 AfPacketPort::AfPacketPort(int fd, int ifindex, std::string name)
-    : fd_(fd), ifindex_(ifindex), name_(std::move(name)), msgs_(kMaxBurst), iovs_(kMaxBurst) {
+    : fd_(fd),
+      ifindex_(ifindex),
+      name_(std::move(name)),
+      msgs_(kMaxBurst),
+      iovs_(2 * kMaxBurst),
+      spill_(size_t{kMaxBurst} * kMaxFrameBytes),
+      oversized_(kMaxBurst) {
   // Drops counted before we opened are not ours: reading the statistics resets them.
   (void)kernel_drops();
   kernel_drops_ = 0;
@@ -93,23 +99,35 @@ AfPacketPort::~AfPacketPort() {
 
 int AfPacketPort::rx_burst(uint8_t* const* bufs, uint32_t buf_size, uint32_t* lens, int n) {
   if (n > kMaxBurst) n = kMaxBurst;
+  oversized_count_ = 0;
+  if (buf_size >= kMaxFrameBytes) buf_size = kMaxFrameBytes;
   for (int i = 0; i < n; ++i) {
-    iovs_[i] = {.iov_base = bufs[i], .iov_len = buf_size};
+    uint8_t* spill = spill_.data() + size_t(i) * kMaxFrameBytes;
+    // The spill iovec continues the caller's buffer at the same offset of the spill area, so
+    // an oversized frame becomes contiguous there by copying only its head.
+    iovs_[2 * i] = {.iov_base = bufs[i], .iov_len = buf_size};
+    iovs_[2 * i + 1] = {.iov_base = spill + buf_size, .iov_len = kMaxFrameBytes - buf_size};
     msgs_[i] = {};
-    msgs_[i].msg_hdr.msg_iov = &iovs_[i];
-    msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_iov = &iovs_[2 * i];
+    msgs_[i].msg_hdr.msg_iovlen = buf_size < kMaxFrameBytes ? 2 : 1;
   }
   const int got = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
   if (got <= 0) return 0;
   int kept = 0;
   for (int i = 0; i < got; ++i) {
-    if ((msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || msgs_[i].msg_len < kVnetHeaderBytes) {
+    const uint32_t len = msgs_[i].msg_len;
+    if ((msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len < kVnetHeaderBytes) {
       ++truncated_;
       continue;
     }
+    if (len > buf_size) {
+      std::memcpy(spill_.data() + size_t(i) * kMaxFrameBytes, bufs[i], buf_size);
+      oversized_[static_cast<size_t>(oversized_count_++)] = {static_cast<uint32_t>(i), len};
+      continue;
+    }
     // Compact: a discarded frame's buffer is reused by the next one.
-    if (kept != i) std::memcpy(bufs[kept], bufs[i], msgs_[i].msg_len);
-    lens[kept++] = msgs_[i].msg_len;
+    if (kept != i) std::memcpy(bufs[kept], bufs[i], len);
+    lens[kept++] = len;
   }
   return kept;
 }

@@ -11,12 +11,19 @@
 //
 // Buffers belong to the caller: a frame buffer is kVnetHeaderBytes of header followed by the
 // Ethernet frame. No allocation after open().
+//
+// Frames longer than the caller's buffer exist: the kernel hands a TCP segment it has not cut
+// yet (GSO, up to 64 KiB, described by the vnet header) to a packet socket whole, as on a
+// veth whose sender has TSO. They spill into a per-message area of the port's own and are
+// offered through oversized() instead of being lost; sent back with their vnet header, the
+// kernel segments them on the egress.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +33,9 @@ class AfPacketPort {
  public:
   static constexpr uint32_t kVnetHeaderBytes = 10;  // sizeof(struct virtio_net_hdr)
   static constexpr int kMaxBurst = 64;
+  // The largest frame rx_burst keeps (vnet header included): a GSO super-frame of 64 KiB
+  // with its headers.
+  static constexpr uint32_t kMaxFrameBytes = 65536 + 256;
 
   // Opens and binds the socket to `ifname` (needs CAP_NET_RAW); nullptr and a one-line
   // `error` otherwise. `rcvbuf_bytes`: the socket's receive buffer (forced when privileged).
@@ -39,9 +49,17 @@ class AfPacketPort {
   [[nodiscard]] const std::string& name() const { return name_; }
 
   // Reads up to n <= kMaxBurst frames without blocking into bufs[i] (each buf_size bytes);
-  // lens[i] = header + frame bytes. A frame longer than the buffer is discarded and counted
-  // (truncated()). Returns the number read (0 when none is waiting).
+  // lens[i] = header + frame bytes. A frame longer than buf_size (< kMaxFrameBytes) is not
+  // among them but in oversized(0 .. oversized_count()), valid until the next rx_burst; one
+  // longer than kMaxFrameBytes is discarded and counted (truncated()). Returns the number of
+  // frames in bufs (0 when none is waiting).
   int rx_burst(uint8_t* const* bufs, uint32_t buf_size, uint32_t* lens, int n);
+  [[nodiscard]] int oversized_count() const { return oversized_count_; }
+  // Header + frame, contiguous.
+  [[nodiscard]] std::span<uint8_t> oversized(int i) {
+    const Spill& sp = oversized_[static_cast<size_t>(i)];
+    return {spill_.data() + size_t{sp.index} * kMaxFrameBytes, sp.len};
+  }
   // Sends n <= kMaxBurst frames (header + frame, as read); returns n. A frame the kernel
   // refuses is dropped and counted (tx_errors()).
   int tx_burst(uint8_t* const* bufs, const uint32_t* lens, int n);
@@ -62,7 +80,14 @@ class AfPacketPort {
   uint64_t truncated_ = 0;
   uint64_t tx_errors_ = 0;
   std::vector<mmsghdr> msgs_;
-  std::vector<iovec> iovs_;
+  std::vector<iovec> iovs_;  // two per message: the caller's buffer, then the spill area
+  struct Spill {
+    uint32_t index = 0;  // message of the burst, so its area in spill_
+    uint32_t len = 0;
+  };
+  std::vector<uint8_t> spill_;  // kMaxBurst areas of kMaxFrameBytes
+  std::vector<Spill> oversized_;
+  int oversized_count_ = 0;
 };
 
 }  // namespace uroce::net
