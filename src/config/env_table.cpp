@@ -30,6 +30,8 @@ constexpr EnvVar kTable[] = {
     {.name = "UROCE_WATCHDOG", .kind = EnvKind::kText, .meaning = "Warn once on stderr when an RC QP gets no response for this many seconds, with the likely cause (0 or off: never)", .default_text = "5", .range_text = "0, off, or seconds (more than 0, at most 86400)", .readers = "all"},
     {.name = "UROCE_CC", .kind = EnvKind::kText, .meaning = "Congestion control of RC/UC QPs (docs/congestion.md): dcqcn marks data ECT(0), answers CE with CNPs and paces by DCQCN", .default_text = "none", .range_text = "none or dcqcn", .readers = "all"},
     {.name = "UROCE_DCQCN", .kind = EnvKind::kText, .meaning = "DCQCN parameters, mlx5 cc_params names (docs/congestion.md), e.g. rpg_min_rate=100,min_time_between_cnps=50", .default_text = "mlx5's defaults", .range_text = "name=value,...", .readers = "all"},
+    {.name = "UROCE_RECOVERY", .kind = EnvKind::kText, .meaning = "Loss recovery uroce perf offers its peer (docs/congestion.md): sr (selective repeat) only when both ends are uroce and agree, else RoCE v2 go-back-N", .default_text = "gbn", .range_text = "gbn or sr", .readers = "all"},
+    {.name = "UROCE_ADAPTIVE_RETRANS", .kind = EnvKind::kBool, .meaning = "0: rxe-style go-back-N that retransmits only on a NAK or the configured timeout; 1: also on an adaptive RTO measured from the RTT (docs/congestion.md)", .default_text = "1", .range_text = "0 or 1", .readers = "all"},
     {.name = "UROCE_RANDOM_SEED", .kind = EnvKind::kUint, .meaning = "Replay one seed of the randomised transport test", .default_text = "unset: the test's fixed seeds", .range_text = "0 .. 2^64-1", .what = "a seed", .readers = "random_ops_test (tests only)", .min = 0, .max = UINT64_MAX},
 };
 // clang-format on

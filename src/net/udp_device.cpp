@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "net/cc_env.hpp"
+#include "net/recovery_env.hpp"
 #include "telemetry/device_telemetry.hpp"
 #include "wire/icrc.hpp"
 
@@ -348,6 +349,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.engine.seed = seed;
   if (std::string cc_error = cc_config_from_env(config.engine.cc); !cc_error.empty()) {
     return NetError{EINVAL, cc_error};
+  }
+  if (std::string rc_error = recovery_config_from_env(config.engine.recovery); !rc_error.empty()) {
+    return NetError{EINVAL, rc_error};
   }
 
   std::string telemetry_error;

@@ -56,7 +56,7 @@ constexpr Table make_table() {
       kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
   init_rtr.opt[kTypeUd] = kQpPkeyIndex | kQpQkey;
   init_rtr.opt[kTypeUc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
-  init_rtr.opt[kTypeRc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+  init_rtr.opt[kTypeRc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpUroceRecovery;
   init_rtr.opt[kTypeGsi] = kQpPkeyIndex | kQpQkey;
 
   Entry& rtr_rts = t[idx(S::kRtr)][idx(S::kRts)];

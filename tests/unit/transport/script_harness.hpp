@@ -99,6 +99,8 @@ struct ScriptOptions {
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
   bool sq_sig_all = true;
+  // EngineConfig::recovery.adaptive; false: rxe-style timer (the configured timeout only).
+  bool adaptive_retrans = true;
 };
 
 class ScriptQp {
@@ -308,6 +310,7 @@ class ScriptQp {
     c.seed = 42;
     c.limits.max_qp = 8;
     c.active_mtu = Mtu::k4096;
+    c.recovery.adaptive = opt_.adaptive_retrans;
     return c;
   }
 
