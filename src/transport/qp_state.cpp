@@ -124,7 +124,8 @@ constexpr int type_index(QpType type) {
   return kTypeRc;
 }
 
-constexpr uint32_t kKnownBits = (1u << 21) - 1;  // IBV_QP_STATE .. IBV_QP_DEST_QPN
+// IBV_QP_STATE .. IBV_QP_DEST_QPN, and uroce's recovery bit (the drop-in refuses that one).
+constexpr uint32_t kKnownBits = ((1u << 21) - 1) | kQpUroceRecovery;
 
 }  // namespace
 

@@ -66,9 +66,10 @@ FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& sl
     }
     SendWqe& w = qp.sq.at(s);
     if (w.opcode != WrOpcode::kRdmaWrite) {
-      // Not placeable out of order: go back to it (SACKed PSNs are still skipped).
+      // Not placeable out of order: go back N from the oldest unacknowledged PSN (a rewind
+      // starts inside the head WQE; SACKed PSNs are still skipped).
       sr_pending_ = false;
-      rewind(qp, p);
+      rewind(qp, qp.comp.psn());
       return FillResult::kNothing;
     }
     const uint64_t seq = seq_;
@@ -98,6 +99,7 @@ FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& sl
 
 bool Requester::ready(const Qp& qp) const {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) return false;
+  if (sr_pending_ && qp.sr()) return true;  // holes to resend
   if (seq_ == qp.sq.tail()) return false;
   if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) return false;
   return true;

@@ -101,6 +101,8 @@ struct ScriptOptions {
   bool sq_sig_all = true;
   // EngineConfig::recovery.adaptive; false: rxe-style timer (the configured timeout only).
   bool adaptive_retrans = true;
+  // EngineConfig::recovery.offer (UROCE_RECOVERY): never applied to a QP by the engine.
+  transport::Recovery recovery_offer = transport::Recovery::kGoBackN;
 };
 
 class ScriptQp {
@@ -311,6 +313,7 @@ class ScriptQp {
     c.limits.max_qp = 8;
     c.active_mtu = Mtu::k4096;
     c.recovery.adaptive = opt_.adaptive_retrans;
+    c.recovery.offer = opt_.recovery_offer;
     return c;
   }
 
