@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "transport/recovery.hpp"
+
 namespace uroce::cli {
 
 enum class PerfVerb : uint8_t { kWrite, kRead, kSend, kAtomic };
@@ -66,6 +68,10 @@ struct PerfOptions {
   bool json = false;
   bool verify = false;
   double timeout = 0;  // seconds; 0 = none
+  // --recovery gbn|sr: the loss recovery this side offers (default: the device's UROCE_RECOVERY);
+  // selective repeat is used only when both uroce sides offer it (docs/congestion.md).
+  std::string recovery_text;
+  std::optional<transport::Recovery> recovery;
 
   // Resolved by finish_perf_options().
   PerfTest test;
