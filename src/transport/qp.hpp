@@ -109,10 +109,13 @@ class Completer {
   // of the configured-timeout period, whichever is first; `new_period` restarts that period
   // (first packet sent from idle, progress).
   void arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period);
-  // The requester sent `psn` for the first time with AckReq: time it unless one is timed
-  // (Karn: retransmissions are never timed; any retransmission cancels the sample).
+  // The requester sent `psn` with AckReq: time it unless one is timed already.
   void time_packet(TimePoint now, Psn psn);
-  void cancel_timing() { timing_ = false; }
+  // Karn's rule: resending a PSN at or before the timed one makes the cumulative ACK that
+  // would end the sample ambiguous (it may wait for the resend): drop the sample.
+  void on_resend(Psn psn) {
+    if (timing_ && !timed_psn_.before(psn)) timing_ = false;
+  }
   [[nodiscard]] const RttEstimator& rtt() const { return rtt_; }
 
   [[nodiscard]] Psn psn() const { return psn_; }

@@ -359,14 +359,16 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   const bool resent = sent_any_ && psn_.before(high_psn_);
   if (resent) {
     e.count(qp, Counter::kRetransmittedPkts);
-    qp.comp.cancel_timing();  // Karn: an ACK now may answer either copy
-  } else if (qp.is_rc()) {
-    if (qp.sr()) {
-      // A PSN's first send: whatever its bit held is stale (a READ owns its whole range).
-      const Psn end = w.opcode == WrOpcode::kRdmaRead ? w.last_psn + 1 : psn_ + 1;
-      for (Psn p = psn_; p != end; ++p) sack_.reset(p);
-    }
-    if (h.bth.ackreq) qp.comp.time_packet(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_);
+    qp.comp.on_resend(psn_);
+  } else if (qp.sr()) {
+    // A PSN's first send: whatever its bit held is stale (a READ owns its whole range).
+    const Psn end = w.opcode == WrOpcode::kRdmaRead ? w.last_psn + 1 : psn_ + 1;
+    for (Psn p = psn_; p != end; ++p) sack_.reset(p);
+  }
+  // RTT sample: the ACK of a packet that asked for one (resent ones too, once Karn's rule has
+  // dropped a sample their resend made ambiguous: on_resend).
+  if (qp.is_rc() && h.bth.ackreq) {
+    qp.comp.time_packet(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_);
   }
 
   if (w.opcode == WrOpcode::kRdmaRead) {
