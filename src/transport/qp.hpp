@@ -95,7 +95,10 @@ class Requester {
   PsnBitmap sack_;
   Psn sr_next_;
   Psn sr_limit_;
-  bool sr_pending_ = false;
+  Psn sr_pass_high_;         // high_psn_ when the last hole was resent
+  bool sr_pending_ = false;  // holes may be left in [sr_next_, sr_limit_)
+  bool sr_episode_ = false;  // a recovery episode is open (holes below sr_limit_)
+  bool sr_resent_ = false;   // a hole was resent since the scan last started
 };
 
 class Completer {

@@ -35,19 +35,32 @@ void Requester::reset(Psn psn, uint64_t seq) {
   rnr_wait_ = false;
   sack_.clear();
   sr_pending_ = false;
+  sr_episode_ = false;
+  sr_resent_ = false;
 }
 
 void Requester::sr_sack(const Qp& qp, Psn sacked) {
   // Only PSNs sent and not yet cumulatively acknowledged mean anything.
   if (sacked.before(qp.comp.psn()) || !sacked.before(high_psn_)) return;
   sack_.set(sacked);
-  if (!sr_pending_) {
-    sr_pending_ = true;
-    sr_next_ = qp.comp.psn();
+  const Psn cum = qp.comp.psn();
+  // An episode lasts until the cumulative ACK passes every hole it knew of.
+  if (sr_episode_ && !cum.before(sr_limit_)) sr_episode_ = false;
+  if (!sr_episode_) {
+    sr_episode_ = true;
+    sr_resent_ = false;
+    sr_next_ = cum;
     sr_limit_ = sacked + 1;
-  } else if (!sacked.before(sr_limit_)) {
-    sr_limit_ = sacked + 1;
+  } else {
+    if (!sacked.before(sr_limit_)) sr_limit_ = sacked + 1;
+    // IRN's loss detection for resends: a PSN first sent after our last hole resend arrived,
+    // yet the oldest PSN, already resent, is still missing: that resend was lost. Scan again.
+    if (sr_resent_ && !sacked.before(sr_pass_high_) && sr_next_.after(cum) && !sack_.test(cum)) {
+      sr_next_ = cum;
+      sr_resent_ = false;
+    }
   }
+  sr_pending_ = true;
 }
 
 FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
@@ -89,6 +102,8 @@ FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& sl
       return r;
     }
     sr_next_ = p + 1;
+    sr_resent_ = true;
+    sr_pass_high_ = high_psn_;  // PSNs from here on were first sent after this resend
     e.count(qp, Counter::kSrRetransmittedPkts);
     return r;
   }
@@ -171,6 +186,7 @@ void Requester::rewind(Qp& qp, Psn psn) {
   seq_ = head;
   psn_ = psn;
   sr_pending_ = false;  // the rewind resends every hole anyway
+  sr_episode_ = false;
 }
 
 void Requester::fast_forward(Qp& qp, Psn psn) {

@@ -254,6 +254,48 @@ TEST(SelectiveRepeat, ResendsOnlyTheMissingPacket) {
   }
 }
 
+// The resend of the hole is lost too. A packet first sent after that resend is SACKed while
+// the hole is still missing, so the resend was lost (IRN's rule): the hole goes again at once,
+// with no timer.
+TEST(SelectiveRepeat, ALostHoleResendIsDetectedByALaterSack) {
+  EngineHarness h({.latency = Nanos(2000), .seed = 12});
+  PairOptions o;
+  o.recovery = Recovery::kSelectiveRepeat;
+  QpPair p = h.connect(o);
+  fill_random(p.a.buf, 7);
+  int copies = 0;
+  h.faults(0).hook = [&copies, target = o.psn0 + 2](CapturedPacket& pkt) {
+    HookVerdict v;
+    if (pkt.psn() == target && copies++ < 2) v.action = HookVerdict::Action::kDrop;
+    return v;
+  };
+  std::array<Sge, 2> sges = {p.a.sge(0, 8192), p.a.sge(8192, 8192)};
+  auto post = [&](int i) {
+    SendWr wr;
+    wr.wr_id = static_cast<uint64_t>(i);
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = {&sges[i], 1};
+    wr.rdma = {p.b.addr(static_cast<size_t>(i) * 8192), p.b.mr.rkey};
+    ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, wr).is_ok());
+  };
+  post(0);
+  (void)h.run_until([] { return false; }, Nanos(5000));  // the first hole resend went out
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
+  post(1);
+  const auto wcs = h.wait_wcs(0, p.a.send_cq, 2, 1s);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(copies, 3);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 2u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRetransmittedPkts), 2u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 0u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
+  EXPECT_LT(h.now(), TimePoint(Nanos(20000)));
+  EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + 16384, p.b.buf.begin()));
+}
+
 TEST(GoBackN, NakFastRetransmitResendsFromTheNakedPsnOncePerEpisode) {
   OneLoss t(std::nullopt);
   t.write(1, 0, 8 * 1024);
