@@ -142,6 +142,7 @@ nlohmann::json json_summary(const PerfOptions& o, const PerfSetup& s, const Perf
                       {"ok", ok}};
   if (o.test.verb == PerfVerb::kAtomic) j["atomic_type"] = atomic_type_name(s.atomic);
   if (s.verify) j["verify"] = {{"passed", ok}, {"checked_bytes", checked}};
+  j["recovery"] = transport::recovery_name(s.recovery);
   if (!error.empty()) j["error"] = error;
   j["local"] = run_device_report(ctx);
   if (remote.is_object()) j["remote"] = remote;
@@ -189,6 +190,9 @@ int run_client(PerfOptions& o) {
     }
   }
   PerfSetup setup = make_setup(o, mtu);
+  if (setup.conn == PerfConnection::kRc) {
+    setup.recovery = o.recovery.value_or(dev->config().engine.recovery.offer);
+  }
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
   if (!ctx || !prepare_receives(*ctx, o.test, false, error)) return failure(error);
   ctx->set_traffic_class(o.cc.traffic_class);
@@ -227,7 +231,12 @@ int run_client(PerfOptions& o) {
     if (!from_json(q, info)) return failure("the server sent a malformed QP description");
     remote.push_back(info);
   }
-  if (!ctx->connect(remote, error)) return failure(error);
+  // Selective repeat only if we offered it and the server answered that it uses it too.
+  if (setup.recovery != transport::Recovery::kSelectiveRepeat ||
+      reply.value("recovery", std::string("gbn")) != "sr") {
+    setup.recovery = transport::Recovery::kGoBackN;
+  }
+  if (!ctx->connect(remote, error, std::nullopt, setup.recovery)) return failure(error);
   if (!o.json) print_banner(o, setup, *ctx);
 
   nlohmann::json results = nlohmann::json::array();
@@ -343,14 +352,24 @@ int run_server(PerfOptions& o) {
   setup.mtu = clamp_path_mtu(*dev, gid->port, setup.mtu, std::nullopt, &mtu_note);
   if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kCommand, mtu_note);
   const std::vector<PerfQpInfo> remote = setup.qps;
+  // Selective repeat when the client offered it and this side offers it too (RC only).
+  const transport::Recovery mine = o.recovery.value_or(dev->config().engine.recovery.offer);
+  if (setup.conn != PerfConnection::kRc || mine != transport::Recovery::kSelectiveRepeat) {
+    setup.recovery = transport::Recovery::kGoBackN;
+  }
   auto ctx = PerfContext::create(std::move(dev), setup, *gid, error);
   if (ctx) ctx->set_traffic_class(o.cc.traffic_class);
-  if (!ctx || !prepare_receives(*ctx, o.test, true, error) || !ctx->connect(remote, error)) {
+  if (!ctx || !prepare_receives(*ctx, o.test, true, error) ||
+      !ctx->connect(remote, error, std::nullopt, setup.recovery)) {
     return refuse(error);
   }
   nlohmann::json qps = nlohmann::json::array();
   for (const PerfQpInfo& q : ctx->local_info()) qps.push_back(to_json(q));
-  if (!sock->send_line(nlohmann::json{{"ok", true}, {"qps", qps}, {"mtu", setup.mtu}}.dump())) {
+  if (!sock->send_line(nlohmann::json{{"ok", true},
+                                      {"qps", qps},
+                                      {"mtu", setup.mtu},
+                                      {"recovery", transport::recovery_name(setup.recovery)}}
+                           .dump())) {
     return failure("the client closed the side channel");
   }
   if (!o.json) print_banner(o, setup, *ctx);

@@ -123,7 +123,7 @@ std::vector<PerfQpInfo> PerfContext::local_info() const {
 }
 
 bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& error,
-                          std::optional<uint8_t> rd_atomic_override) {
+                          std::optional<uint8_t> rd_atomic_override, transport::Recovery recovery) {
   if (remote.size() != qpns_.size()) {
     error = fmt::format("the peer has {} QPs, we have {}", remote.size(), qpns_.size());
     return false;
@@ -142,6 +142,7 @@ bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& er
     p.my_psn = psns_[q];
     p.max_rd_atomic = rd_atomic;
     p.traffic_class = traffic_class_;
+    p.recovery = recovery;
     const PingpongDest dest{0, remote[q].qpn, remote[q].psn, remote[q].gid};
     if (const auto st = qp_to_rts(*dev_, qpns_[q], p, dest); !st) {
       error = fmt::format("failed to connect QP 0x{:06x} to RTR/RTS: {}", qpns_[q], st.message());

@@ -29,8 +29,10 @@ class PerfContext {
   [[nodiscard]] std::vector<PerfQpInfo> local_info() const;
   // INIT -> RTR -> RTS towards the peer's QPs (and address handles for UD). `rd_atomic`
   // overrides the outstanding READ/atomic depth (a perftest peer announces its own).
+  // `recovery`: selective repeat only after both sides agreed (RC).
   [[nodiscard]] bool connect(const std::vector<PerfQpInfo>& remote, std::string& error,
-                             std::optional<uint8_t> rd_atomic = std::nullopt);
+                             std::optional<uint8_t> rd_atomic = std::nullopt,
+                             transport::Recovery recovery = transport::Recovery::kGoBackN);
 
   [[nodiscard]] device::Device& dev() { return *dev_; }
   [[nodiscard]] const device::Device& dev() const { return *dev_; }

@@ -136,12 +136,23 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
   sub.add_flag("--json", o.json, "Print the results as one JSON object");
   sub.add_flag("--verify", o.verify,
                "Fill every message with a pattern per iteration and check every byte received");
+  sub.add_option("--recovery", o.recovery_text,
+                 "Loss recovery to offer: gbn or sr (selective repeat, used only if the uroce "
+                 "peer offers it too; default: UROCE_RECOVERY or gbn)");
   sub.add_option("--timeout", o.timeout, "Give up after this many seconds (default: never)")
       ->check(CLI::NonNegativeNumber);
   add_cc_options(sub, o.cc, true);
 }
 
 std::string finish_perf_options(PerfOptions& o) {
+  if (!o.recovery_text.empty()) {
+    transport::Recovery r{};
+    if (std::string err = transport::parse_recovery("--recovery", o.recovery_text, r);
+        !err.empty()) {
+      return err;
+    }
+    o.recovery = r;
+  }
   const auto test = parse_perf_test(o.test_name);
   if (!test) {
     // The name is echoed: control characters (a newline) would break the one-line error.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/cc_options.hpp"
+#include "transport/recovery.hpp"
 
 namespace uroce::cli {
 
@@ -69,6 +70,10 @@ struct PerfOptions {
   bool verify = false;
   double timeout = 0;  // seconds; 0 = none
   CcCliOptions cc;     // --cc, --dcqcn, -T/--tclass (cc_options.hpp)
+  // --recovery gbn|sr: the loss recovery this side offers (default: the device's UROCE_RECOVERY);
+  // selective repeat is used only when both uroce sides offer it (docs/congestion.md).
+  std::string recovery_text;
+  std::optional<transport::Recovery> recovery;
 
   // Resolved by finish_perf_options().
   PerfTest test;

@@ -73,6 +73,7 @@ nlohmann::json to_json(const PerfSetup& s) {
           {"events", s.events},
           {"slot_size", s.slot_size},
           {"ring_slots", s.ring_slots},
+          {"recovery", transport::recovery_name(s.recovery)},
           {"qps", qps}};
 }
 
@@ -97,6 +98,13 @@ bool from_json(const nlohmann::json& j, PerfSetup& s, std::string& error) {
     s.events = j.at("events").get<bool>();
     s.slot_size = j.at("slot_size").get<uint64_t>();
     s.ring_slots = j.at("ring_slots").get<uint64_t>();
+    s.recovery = transport::Recovery::kGoBackN;
+    if (const std::string err = transport::parse_recovery(
+            "the client's recovery", j.value("recovery", std::string("gbn")), s.recovery);
+        !err.empty()) {
+      error = err;
+      return false;
+    }
     s.qps.clear();
     for (const auto& q : j.at("qps")) {
       PerfQpInfo info;

@@ -56,6 +56,9 @@ struct PerfSetup {
   bool events = false;
   uint64_t slot_size = 0;
   uint64_t ring_slots = 1;
+  // The client's offer (RC only); a server that offers it too answers "recovery":"sr" and
+  // both connect their QPs with QpAttr::recovery. A peer that never names it: go-back-N.
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
   std::vector<PerfQpInfo> qps;
 };
 

@@ -153,6 +153,10 @@ transport::Status qp_to_rts(device::Device& dev, uint32_t qpn, const ConnectPara
       attr.max_dest_rd_atomic = params.max_rd_atomic;
       attr.min_rnr_timer = 12;
       mask |= transport::kQpMaxDestRdAtomic | transport::kQpMinRnrTimer;
+      if (params.recovery != transport::Recovery::kGoBackN) {
+        attr.recovery = params.recovery;
+        mask |= transport::kQpUroceRecovery;
+      }
     }
   }
   if (auto st = dev.modify_qp(qpn, attr, mask); !st) return st;

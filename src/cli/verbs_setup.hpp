@@ -85,6 +85,8 @@ struct ConnectParams {
   uint8_t max_rd_atomic = 1;  // RC: initiator depth and responder resources
   uint8_t sl = 0;
   uint8_t traffic_class = 0;  // the GRH traffic class: IP TOS byte (DSCP << 2 | ECN)
+  // RC: QpAttr::recovery at INIT -> RTR; selective repeat only when the peer agreed to it.
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
 };
 
 // RESET -> INIT: RC/UC with remote write/read/atomic access, UD with kPingpongQkey.

@@ -108,6 +108,9 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   if (qp == nullptr || attr == nullptr) return fail_int(EINVAL);
   const auto mask = static_cast<uint32_t>(attr_mask);
+  // uroce's selective-repeat bit is not an ibv bit: the drop-in stays RoCE v2 go-back-N and
+  // refuses it as rxe refuses every unknown bit.
+  if ((mask & transport::kQpUroceRecovery) != 0) return fail_int(EOPNOTSUPP);
   transport::QpAttr a;
   a.qp_state = static_cast<transport::QpState>(attr->qp_state);
   a.cur_qp_state = static_cast<transport::QpState>(attr->cur_qp_state);

@@ -14,6 +14,7 @@
 #include "fault/impair_spec.hpp"
 #include "net/cc_env.hpp"
 #include "net/impaired_packet_io.hpp"
+#include "net/recovery_env.hpp"
 #include "telemetry/device_telemetry.hpp"
 #include "wire/icrc.hpp"
 
@@ -360,6 +361,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   }
   if (std::string cc_error = apply_cc_override(options.cc, config.engine.cc); !cc_error.empty()) {
     return NetError{EINVAL, cc_error};
+  }
+  if (std::string rc_error = recovery_config_from_env(config.engine.recovery); !rc_error.empty()) {
+    return NetError{EINVAL, rc_error};
   }
 
   fault::ImpairSpec impair;

@@ -13,6 +13,20 @@
 //      forever like rxe; no second NAK-started retry before progress); other NAKs complete the
 //      WQE with REM_INV_REQ_ERR / REM_ACCESS_ERR / REM_OP_ERR and move the QP to ERR.
 // Retry counters return to their configured values on every positive response (rxe).
+//
+// Timers (docs/congestion.md "Loss recovery"): with adaptive retransmission (the default) the
+// retransmit timer fires at the RTO measured from the RTT (RFC 6298, floored at
+// RecoveryConfig::min_rto, doubled per consecutive expiry) when that is sooner than the
+// configured 4.096 us x 2^timeout: such an early go-back-N counts roce_adp_retrans and does
+// not use up retry_cnt. Only the configured timeout, measured from the last progress (or the
+// last counted retry) exactly as before, counts local_ack_timeout_err and a retry, so
+// RETRY_EXC_ERR comes after the same number of retries and the same time without progress.
+//
+// Selective repeat (Qp::sr(), both ends agreed): a PSN sequence NAK whose AETH MSN field is
+// not its own PSN reports that PSN as placed out of order (a SACK); the requester resends only
+// the holes below the highest SACK. A NAK whose MSN field equals its PSN is a plain
+// go-back-N NAK (the responder could not place the packet, e.g. an out-of-order SEND).
+#include <algorithm>
 #include <cstring>
 
 #include "transport/engine_impl.hpp"
@@ -26,6 +40,31 @@ void Completer::reset(Psn psn, uint8_t retry_cnt, uint8_t rnr_retry) {
   psn_ = psn;
   reset_retry_counters(retry_cnt, rnr_retry);
   nak_retry_running_ = false;
+  rtt_.reset_backoff();
+  timing_ = false;
+}
+
+void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period) {
+  if (qp.attr.timeout == 0) {
+    e.disarm_timer(qp, TimerKind::kRetransmit);
+    return;
+  }
+  const Nanos configured = ack_timeout(qp.attr.timeout);
+  if (new_period) {
+    period_end_ = now + configured;
+    adp_fired_ = false;
+  }
+  TimePoint deadline = period_end_;
+  const RecoveryConfig& rc = e.config().recovery;
+  if (rc.adaptive) deadline = std::min(deadline, now + rtt_.rto(rc.min_rto, configured));
+  e.arm_timer(qp, TimerKind::kRetransmit, deadline);
+}
+
+void Completer::time_packet(TimePoint now, Psn psn) {
+  if (timing_) return;
+  timing_ = true;
+  timed_psn_ = psn;
+  timed_at_ = now;
 }
 
 void Completer::reset_retry_counters(uint8_t retry_cnt, uint8_t rnr_retry) {
@@ -38,13 +77,18 @@ void Completer::advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn) {
   const auto acked = static_cast<uint64_t>(Psn::distance(psn, psn_));
   psn_ = psn;
   nak_retry_running_ = false;
+  if (timing_ && psn_.after(timed_psn_)) {
+    rtt_.sample(now - timed_at_);
+    timing_ = false;
+  }
+  rtt_.reset_backoff();
   if (psn_.after(qp.req.psn())) qp.req.fast_forward(qp, psn_);
   if (qp.cc != nullptr) qp.cc->on_ack(now, acked * qp.mtu);
   // rxe: the completer pushes the retransmit timer out while PSNs remain unacknowledged.
   if (psn_ == qp.req.psn() || qp.attr.timeout == 0) {
     e.disarm_timer(qp, TimerKind::kRetransmit);
   } else {
-    e.arm_timer(qp, TimerKind::kRetransmit, now + ack_timeout(qp.attr.timeout));
+    arm_retransmit(e, qp, now, true);
   }
   e.schedule_tx(qp);
 }
@@ -69,6 +113,7 @@ void Completer::start_retry(EngineImpl& e, Qp& qp, TimePoint /*now*/, bool from_
   if (retry_left_ != 7) --retry_left_;  // rxe: 7 means retry forever
   e.count(qp, Counter::kCompleterRetryErr);
   nak_retry_running_ = from_nak;
+  timing_ = false;
   e.disarm_timer(qp, TimerKind::kRetransmit);
   qp.req.rewind(qp, psn_);
   e.schedule_tx(qp);
@@ -77,7 +122,24 @@ void Completer::start_retry(EngineImpl& e, Qp& qp, TimePoint /*now*/, bool from_
 void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
   if (qp.req.rnr_wait() || psn_ == qp.req.psn()) return;
+  const bool adaptive = e.config().recovery.adaptive;
+  if (adaptive && now < period_end_) {
+    // The adaptive RTO ran out before the configured timeout: go back now, back off the
+    // RTO, keep the configured period (and the retry count) running.
+    e.count(qp, Counter::kRoceAdpRetrans);
+    adp_fired_ = true;
+    timing_ = false;
+    rtt_.backoff();
+    arm_retransmit(e, qp, now, false);
+    qp.req.rewind(qp, psn_);
+    e.schedule_tx(qp);
+    return;
+  }
+  // The configured timeout: a counted retry, as without adaptive retransmission (and the
+  // adaptive retransmissions of this period did not help: roce_adp_retrans_to).
+  if (adp_fired_) e.count(qp, Counter::kRoceAdpRetransTo);
   e.count(qp, Counter::kLocalAckTimeoutErr);
+  rtt_.backoff();
   start_retry(e, qp, now, false);
 }
 
@@ -228,8 +290,15 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
       e.count(qp, Counter::kRcvdSeqErr);
       e.count(qp, Counter::kPacketSeqErr);
       advance(e, qp, now, psn);
+      if (qp.sr() && pkt.hdr.aeth.msn != psn.value()) {
+        // Selective repeat: a SACK of the PSN in the MSN field; resend only the holes.
+        qp.req.sr_sack(qp, Psn(pkt.hdr.aeth.msn));
+        e.schedule_tx(qp);
+        return;
+      }
       // rxe: while a NAK-started retry runs (or an RNR wait), a further NAK starts nothing.
       if (qp.req.rnr_wait() || nak_retry_running_) return;
+      e.count(qp, Counter::kNakFastRetrans);
       start_retry(e, qp, now, true);
       return;
     case wire::NakCode::kInvalidRequest:

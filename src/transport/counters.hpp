@@ -93,7 +93,16 @@ namespace uroce::transport {
   /* QPN 0xFFFFFF: multicast (IBA 9.3.2), uroce joins no group */      \
   X(kDropMulticastQpn, "drop_multicast_qpn")                           \
   /* CNPs for a QP without congestion control (mlx5's name) */         \
-  X(kRpCnpIgnored, "rp_cnp_ignored")
+  X(kRpCnpIgnored, "rp_cnp_ignored")                                   \
+  /* loss recovery (docs/congestion.md): adaptive retransmission */    \
+  X(kRoceAdpRetrans, "roce_adp_retrans")                               \
+  X(kRoceAdpRetransTo, "roce_adp_retrans_to")                          \
+  /* go-back-N episodes a PSN sequence NAK started at once */          \
+  X(kNakFastRetrans, "nak_fast_retrans")                               \
+  /* selective repeat (uroce peers that agreed) */                     \
+  X(kSrRetransmittedPkts, "sr_retransmitted_pkts")                     \
+  X(kSrOutOfOrderPlaced, "sr_out_of_order_placed")                     \
+  X(kSrOutOfWindowDrop, "sr_out_of_window_drop")
 
 enum class Counter : uint16_t {
 #define UROCE_X(e, n) e,

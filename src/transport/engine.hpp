@@ -47,6 +47,7 @@ struct EngineConfig {
   DeviceLimits limits;
   Mtu active_mtu = Mtu::k1024;  // the port's active MTU: the UD payload limit
   CcConfig cc;                  // congestion control of QPs created with CcAlgorithm::kDefault
+  RecoveryConfig recovery;      // adaptive retransmission; the selective-repeat offer
 };
 
 // What a driver knows of one packet besides its bytes.

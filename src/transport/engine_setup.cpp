@@ -230,7 +230,8 @@ void EngineImpl::reset_qp(Qp& qp) {
   qp.state = QpState::kReset;
   qp.sq_draining = false;
   disarm_all_timers(qp);
-  install_controller(qp);  // a reset QP starts again at the line rate
+  install_controller(qp);                 // a reset QP starts again at the line rate
+  qp.attr.recovery = Recovery::kGoBackN;  // a new connection agrees again
   qp.sq.clear();
   qp.rq.clear();
   qp.req.reset(Psn(0), 0);
@@ -276,6 +277,7 @@ void EngineImpl::apply_attrs(Qp& qp, const QpAttr& a, uint32_t mask) {
   if (mask & kQpMinRnrTimer) s.min_rnr_timer = a.min_rnr_timer & 0x1F;
   if (mask & kQpEnSqdAsyncNotify) s.en_sqd_async_notify = a.en_sqd_async_notify;
   if (mask & kQpPathMigState) s.path_mig_state = a.path_mig_state;
+  if (mask & kQpUroceRecovery) s.recovery = a.recovery;
 }
 
 Status EngineImpl::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask) {

@@ -19,6 +19,7 @@
 #include "common/time.hpp"
 #include "transport/congestion.hpp"
 #include "transport/counters.hpp"
+#include "transport/recovery.hpp"
 #include "transport/recv_queue.hpp"
 #include "transport/send_queue.hpp"
 #include "transport/verbs_types.hpp"
@@ -62,6 +63,9 @@ class Requester {
   void fast_forward(Qp& qp, Psn psn);
   // Whether fill() could produce a packet now (ignoring slot room).
   [[nodiscard]] bool ready(const Qp& qp) const;
+  // Selective repeat: the responder placed `sacked` out of order (its NAK said so). The
+  // unsacked PSNs below it are holes, each resent once (fill) before new data.
+  void sr_sack(const Qp& qp, Psn sacked);
 
   [[nodiscard]] Psn psn() const { return psn_; }
   [[nodiscard]] Psn high_psn() const { return high_psn_; }
@@ -74,6 +78,10 @@ class Requester {
  private:
   // Starts the WQE at seq_: local checks, PSN assignment. False when it must wait.
   bool start_wqe(EngineImpl& e, Qp& qp, bool* completed);
+  // Builds the packet at psn_ of the WQE at seq_ (its packet pkts_sent) and moves on.
+  FillResult emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot, bool retransmit_hole);
+  // Selective repeat: resends the next hole, if any (kNothing: none left).
+  FillResult fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot);
 
   Psn psn_;       // PSN of the next packet to send
   Psn high_psn_;  // one past the highest PSN ever sent (retransmission accounting)
@@ -82,6 +90,15 @@ class Requester {
   uint32_t noack_pkts_ = 0;
   uint32_t rd_atomic_ = 0;  // READ/atomic WQEs started and not completed
   bool rnr_wait_ = false;
+  // Selective repeat (Qp::sr()): PSNs the responder reported placed, and the holes still to
+  // resend: unsacked PSNs in [sr_next_, sr_limit_) while sr_pending_.
+  PsnBitmap sack_;
+  Psn sr_next_;
+  Psn sr_limit_;
+  Psn sr_pass_high_;         // high_psn_ when the last hole was resent
+  bool sr_pending_ = false;  // holes may be left in [sr_next_, sr_limit_)
+  bool sr_episode_ = false;  // a recovery episode is open (holes below sr_limit_)
+  bool sr_resent_ = false;   // a hole was resent since the scan last started
 };
 
 class Completer {
@@ -91,6 +108,18 @@ class Completer {
   void on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now);
   void on_rnr_timer(EngineImpl& e, Qp& qp, TimePoint now);
   void reset_retry_counters(uint8_t retry_cnt, uint8_t rnr_retry);
+  // Arms the retransmit timer: the adaptive deadline (RTO from the measured RTT) or the end
+  // of the configured-timeout period, whichever is first; `new_period` restarts that period
+  // (first packet sent from idle, progress).
+  void arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period);
+  // The requester sent `psn` with AckReq: time it unless one is timed already.
+  void time_packet(TimePoint now, Psn psn);
+  // Karn's rule: resending a PSN at or before the timed one makes the cumulative ACK that
+  // would end the sample ambiguous (it may wait for the resend): drop the sample.
+  void on_resend(Psn psn) {
+    if (timing_ && !timed_psn_.before(psn)) timing_ = false;
+  }
+  [[nodiscard]] const RttEstimator& rtt() const { return rtt_; }
 
   [[nodiscard]] Psn psn() const { return psn_; }
 
@@ -105,6 +134,14 @@ class Completer {
   uint8_t retry_left_ = 0;
   uint8_t rnr_retry_left_ = 0;
   bool nak_retry_running_ = false;  // a NAK-started retry made no progress yet
+  // Adaptive retransmission: the end of the configured timeout (counted retries happen
+  // only there, so retry_cnt means what it always meant) and the RTT estimator.
+  TimePoint period_end_{};
+  bool adp_fired_ = false;  // the adaptive timer went back in this period
+  RttEstimator rtt_;
+  bool timing_ = false;
+  Psn timed_psn_;
+  TimePoint timed_at_{};
 };
 
 // A READ, atomic, FLUSH or ATOMIC WRITE the responder executed, kept for duplicates (IBA
@@ -154,6 +191,11 @@ class Responder {
   void on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   void on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
   void duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt);
+  // Selective repeat: places a WRITE Only ahead of ePSN and SACKs it. False when the packet
+  // is not placeable (the go-back-N path NAKs it).
+  bool place_out_of_order(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, int32_t ahead);
+  // Selective repeat: moves ePSN over PSNs already placed and acknowledges them.
+  void advance_over_placed(Qp& qp);
   // Executes an in-sequence request; returns false when it ended in an error already handled.
   bool execute(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt, bool rc);
   // The executors execute() dispatches to, one per operation (IBA 9.7.5.1 steps 5..6).
@@ -181,6 +223,7 @@ class Responder {
   Psn epsn_;
   uint32_t msn_ = 0;
   bool sent_nak_ = false;  // a NAK (sequence or RNR) went out for epsn_: silent until it arrives
+  PsnBitmap placed_;       // selective repeat: PSNs ahead of epsn_ already placed
   bool drop_msg_ = false;  // UC: drop until the next First/Only
   InMsg in_msg_ = InMsg::kNone;
   bool have_wqe_ = false;
@@ -235,6 +278,10 @@ struct Qp {
   bool in_tx_list = false;
 
   [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }
+  // Selective repeat in use: both ends agreed (QpAttr::recovery) and the QP is RC.
+  [[nodiscard]] bool sr() const {
+    return type == QpType::kRc && attr.recovery == Recovery::kSelectiveRepeat;
+  }
   [[nodiscard]] bool is_ud() const { return type == QpType::kUd || type == QpType::kGsi; }
 };
 

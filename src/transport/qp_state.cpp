@@ -56,7 +56,7 @@ constexpr Table make_table() {
       kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
   init_rtr.opt[kTypeUd] = kQpPkeyIndex | kQpQkey;
   init_rtr.opt[kTypeUc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
-  init_rtr.opt[kTypeRc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+  init_rtr.opt[kTypeRc] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpUroceRecovery;
   init_rtr.opt[kTypeGsi] = kQpPkeyIndex | kQpQkey;
 
   Entry& rtr_rts = t[idx(S::kRtr)][idx(S::kRts)];
@@ -124,7 +124,8 @@ constexpr int type_index(QpType type) {
   return kTypeRc;
 }
 
-constexpr uint32_t kKnownBits = (1u << 21) - 1;  // IBV_QP_STATE .. IBV_QP_DEST_QPN
+// IBV_QP_STATE .. IBV_QP_DEST_QPN, and uroce's recovery bit (the drop-in refuses that one).
+constexpr uint32_t kKnownBits = ((1u << 21) - 1) | kQpUroceRecovery;
 
 }  // namespace
 

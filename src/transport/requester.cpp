@@ -9,6 +9,11 @@
 //      and consumes one PSN per response packet (9.4.3), AckReq goes on the last packet and
 //      on every 66th packet (rxe), SE on the last packet of a solicited SEND/WRITE-imm;
 //   5. UC and UD WQEs complete when their last packet is sent; RC arms the retransmit timer.
+// Selective repeat (Qp::sr(), only after both ends agreed; docs/congestion.md): every packet of
+// a plain RDMA WRITE goes out as a WRITE Only with its own RETH (address, R_Key and length of
+// that segment), so the responder can place it whatever arrived before; holes the responder's
+// SACKs reveal are resent first, one PSN each, and a go-back-N rewind skips SACKed PSNs. Other
+// operations keep their RoCE v2 format and are accepted in order only.
 #include <algorithm>
 #include <cstring>
 
@@ -28,10 +33,88 @@ void Requester::reset(Psn psn, uint64_t seq) {
   noack_pkts_ = 0;
   rd_atomic_ = 0;
   rnr_wait_ = false;
+  sack_.clear();
+  sr_pending_ = false;
+  sr_episode_ = false;
+  sr_resent_ = false;
+}
+
+void Requester::sr_sack(const Qp& qp, Psn sacked) {
+  // Only PSNs sent and not yet cumulatively acknowledged mean anything.
+  if (sacked.before(qp.comp.psn()) || !sacked.before(high_psn_)) return;
+  sack_.set(sacked);
+  const Psn cum = qp.comp.psn();
+  // An episode lasts until the cumulative ACK passes every hole it knew of.
+  if (sr_episode_ && !cum.before(sr_limit_)) sr_episode_ = false;
+  if (!sr_episode_) {
+    sr_episode_ = true;
+    sr_resent_ = false;
+    sr_next_ = cum;
+    sr_limit_ = sacked + 1;
+  } else {
+    if (!sacked.before(sr_limit_)) sr_limit_ = sacked + 1;
+    // IRN's loss detection for resends: a PSN first sent after our last hole resend arrived,
+    // yet the oldest PSN, already resent, is still missing: that resend was lost. Scan again.
+    if (sr_resent_ && !sacked.before(sr_pass_high_) && sr_next_.after(cum) && !sack_.test(cum)) {
+      sr_next_ = cum;
+      sr_resent_ = false;
+    }
+  }
+  sr_pending_ = true;
+}
+
+FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
+  Psn p = sr_next_.before(qp.comp.psn()) ? qp.comp.psn() : sr_next_;
+  for (; p.before(sr_limit_); ++p) {
+    if (sack_.test(p)) continue;
+    // The WQE the hole belongs to (started WQEs keep their PSNs).
+    uint64_t s = qp.sq.head();
+    for (; s != qp.sq.tail(); ++s) {
+      const SendWqe& w = qp.sq.at(s);
+      if (w.state != WqeState::kStarted || !p.after(w.last_psn)) break;
+    }
+    if (s == qp.sq.tail() || qp.sq.at(s).state != WqeState::kStarted ||
+        p.before(qp.sq.at(s).first_psn)) {
+      break;
+    }
+    SendWqe& w = qp.sq.at(s);
+    if (w.opcode != WrOpcode::kRdmaWrite) {
+      // Not placeable out of order: go back N from the oldest unacknowledged PSN (a rewind
+      // starts inside the head WQE; SACKed PSNs are still skipped).
+      sr_pending_ = false;
+      rewind(qp, qp.comp.psn());
+      return FillResult::kNothing;
+    }
+    const uint64_t seq = seq_;
+    const Psn psn = psn_;
+    const uint32_t sent = w.pkts_sent;
+    seq_ = s;
+    psn_ = p;
+    w.pkts_sent = static_cast<uint32_t>(Psn::distance(p, w.first_psn));
+    const FillResult r = emit(e, qp, now, slot, true);
+    // emit may have moved the QP to ERR (the MR went away): nothing to restore then.
+    if (qp.state == QpState::kErr) return r;
+    seq_ = seq;
+    psn_ = psn;
+    w.pkts_sent = sent;
+    if (r != FillResult::kProduced) {
+      sr_next_ = p;
+      return r;
+    }
+    sr_next_ = p + 1;
+    sr_resent_ = true;
+    sr_pass_high_ = high_psn_;  // PSNs from here on were first sent after this resend
+    e.count(qp, Counter::kSrRetransmittedPkts);
+    return r;
+  }
+  sr_next_ = p;
+  sr_pending_ = false;
+  return FillResult::kNothing;
 }
 
 bool Requester::ready(const Qp& qp) const {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) return false;
+  if (sr_pending_ && qp.sr()) return true;  // holes to resend
   if (seq_ == qp.sq.tail()) return false;
   if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) return false;
   return true;
@@ -102,6 +185,8 @@ void Requester::rewind(Qp& qp, Psn psn) {
   }
   seq_ = head;
   psn_ = psn;
+  sr_pending_ = false;  // the rewind resends every hole anyway
+  sr_episode_ = false;
 }
 
 void Requester::fast_forward(Qp& qp, Psn psn) {
@@ -124,6 +209,10 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) {
     return FillResult::kNothing;
   }
+  if (sr_pending_ && qp.sr()) {
+    const FillResult r = fill_hole(e, qp, now, slot);
+    if (r != FillResult::kNothing || qp.state == QpState::kErr) return r;
+  }
   for (;;) {
     if (seq_ == qp.sq.tail()) return FillResult::kNothing;
     SendWqe& w = qp.sq.at(seq_);
@@ -134,13 +223,26 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
         return FillResult::kNothing;
       }
     }
-    if (w.pkts_sent < w.npkts) break;
+    if (w.pkts_sent < w.npkts) {
+      // Selective repeat: a resend after a rewind skips what the responder already placed.
+      if (!(qp.sr() && w.opcode == WrOpcode::kRdmaWrite && psn_.before(high_psn_) &&
+            sack_.test(psn_))) {
+        break;
+      }
+      ++w.pkts_sent;
+      ++psn_;
+      if (w.pkts_sent < w.npkts) continue;
+    }
     ++seq_;
   }
   if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) {
     return FillResult::kNothing;
   }
+  return emit(e, qp, now, slot, false);
+}
 
+FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
+                           bool retransmit_hole) {
   SendWqe& w = qp.sq.at(seq_);
   const uint32_t k = w.pkts_sent;
   const bool first = k == 0;
@@ -190,6 +292,11 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
       }
       if (first) h.reth = {w.remote_addr, w.rkey, w.length};
       if (imm && last) h.immdt = w.imm_data;
+      if (qp.sr() && !imm && w.npkts > 1) {
+        // Selective repeat: every segment is a WRITE Only naming its own target.
+        op = Op::kWriteOnly;
+        h.reth = {w.remote_addr + offset, w.rkey, payload_len};
+      }
       break;
     case WrOpcode::kRdmaRead:
       op = Op::kReadRequest;
@@ -232,7 +339,7 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
              (is_send_op(w.opcode) || w.opcode == WrOpcode::kRdmaWriteWithImm);
   if (qp.is_rc()) {
     // rxe init_req_packet: AckReq on the message end, or once 65 packets went without it.
-    if (message_end || noack_pkts_++ > kMaxPktPerAck) {
+    if (message_end || retransmit_hole || noack_pkts_++ > kMaxPktPerAck) {
       h.bth.ackreq = true;
       noack_pkts_ = 0;
     }
@@ -265,7 +372,20 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
 
   e.count(qp, Counter::kSentPkts);
   e.count(qp, Counter::kBytesSent, size);
-  if (sent_any_ && psn_.before(high_psn_)) e.count(qp, Counter::kRetransmittedPkts);
+  const bool resent = sent_any_ && psn_.before(high_psn_);
+  if (resent) {
+    e.count(qp, Counter::kRetransmittedPkts);
+    qp.comp.on_resend(psn_);
+  } else if (qp.sr()) {
+    // A PSN's first send: whatever its bit held is stale (a READ owns its whole range).
+    const Psn end = w.opcode == WrOpcode::kRdmaRead ? w.last_psn + 1 : psn_ + 1;
+    for (Psn p = psn_; p != end; ++p) sack_.reset(p);
+  }
+  // RTT sample: the ACK of a packet that asked for one (resent ones too, once Karn's rule has
+  // dropped a sample their resend made ambiguous: on_resend).
+  if (qp.is_rc() && h.bth.ackreq) {
+    qp.comp.time_packet(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_);
+  }
 
   if (w.opcode == WrOpcode::kRdmaRead) {
     w.pkts_sent = w.npkts;
@@ -283,7 +403,7 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
     if (!qp.is_rc()) e.complete_send_head(qp, WcStatus::kSuccess);
   }
   if (qp.is_rc() && qp.attr.timeout != 0 && !e.timer_armed(qp, TimerKind::kRetransmit)) {
-    e.arm_timer(qp, TimerKind::kRetransmit, now + ack_timeout(qp.attr.timeout));
+    qp.comp.arm_retransmit(e, qp, now, true);
   }
   return FillResult::kProduced;
 }

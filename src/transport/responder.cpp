@@ -16,6 +16,13 @@
 //      Response Only (their duplicates get the answer again).
 //   7. Execute, complete receives (IBV_WC_GRH always, like rxe), advance ePSN/MSN, ACK
 //      every packet with AckReq (rxe does, peers expect it).
+// Selective repeat (Qp::sr(), both ends agreed; docs/congestion.md "Loss recovery"): a WRITE
+// Only ahead of ePSN, inside the kSrWindow-PSN window, is checked like an in-order one and
+// placed, its PSN recorded in a bitmap, and SACKed by a PSN sequence NAK whose MSN field holds
+// its PSN (IRN's "cumulative ACK + the PSN that triggered the NACK"); when ePSN reaches placed
+// PSNs it moves over them and ACKs. Anything else ahead of ePSN gets the go-back-N NAK (its MSN
+// field then equals ePSN, so the requester goes back). A packet it cannot check is not placed:
+// it comes again and meets the in-order checks and their errors.
 // Class A/C errors (9.9.2) NAK and then move the QP to ERR. This file holds steps 1-4,
 // duplicates and response building; the executors (steps 5-7) are responder_execute.cpp.
 #include <algorithm>
@@ -41,6 +48,7 @@ void Responder::reset(Psn epsn) {
   epsn_ = epsn;
   msn_ = 0;
   sent_nak_ = false;
+  placed_.clear();
   drop_msg_ = false;
   in_msg_ = InMsg::kNone;
   have_wqe_ = false;
@@ -131,6 +139,7 @@ void Responder::on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
   const int32_t diff = Psn::distance(psn, epsn_);
   if (diff > 0) {
     e.count(qp, Counter::kOutOfSeqRequest);
+    if (qp.sr() && place_out_of_order(e, qp, pkt, diff)) return;
     if (sent_nak_) {
       e.count(qp, Counter::kDropOutOfSequence);
       return;
@@ -139,7 +148,8 @@ void Responder::on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
     RespItem nak;
     nak.syndrome = Aeth::nak(NakCode::kPsnSequenceError);
     nak.psn = epsn_;
-    nak.msn = msn_;
+    // Selective repeat reads the MSN field as a SACK: ePSN there means "go back".
+    nak.msn = qp.sr() ? epsn_.value() : msn_;
     queue(nak);
     return;
   }
@@ -187,7 +197,63 @@ void Responder::on_rc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
            WcStatus::kRemInvReqErr);
     return;
   }
-  execute(e, qp, pkt, true);
+  if (execute(e, qp, pkt, true) && qp.sr()) advance_over_placed(qp);
+}
+
+bool Responder::place_out_of_order(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt,
+                                   int32_t ahead) {
+  const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);
+  if (op != Op::kWriteOnly) return false;
+  if (ahead >= static_cast<int32_t>(kSrWindow)) {
+    // Beyond the bitmap: dropped, the requester resends it (it never sends that far ahead).
+    e.count(qp, Counter::kSrOutOfWindowDrop);
+    return true;
+  }
+  const Psn psn = pkt.hdr.bth.psn;
+  if (!placed_.test(psn)) {
+    const wire::Reth& r = pkt.hdr.reth;
+    const std::span<const uint8_t> payload = pkt.payload;
+    if ((qp.attr.qp_access_flags & kAccessRemoteWrite) == 0 || r.dma_len != payload.size() ||
+        payload.size() > qp.mtu) {
+      return false;
+    }
+    if (!payload.empty()) {
+      uint8_t* p = nullptr;
+      if (e.memory().check_remote(qp.pd, r.rkey, r.va, payload.size(), kAccessRemoteWrite, &p) !=
+          AccessError::kOk) {
+        return false;
+      }
+      std::memcpy(p, payload.data(), payload.size());
+    }
+    placed_.set(psn);
+    e.count(qp, Counter::kRxWriteRequests);
+    e.count(qp, Counter::kSrOutOfOrderPlaced);
+  } else {
+    e.count(qp, Counter::kDuplicateRequest);  // SACKed again: the first SACK may be lost
+  }
+  RespItem sack;
+  sack.syndrome = Aeth::nak(NakCode::kPsnSequenceError);
+  sack.psn = epsn_;
+  sack.msn = psn.value();
+  queue(sack);
+  return true;
+}
+
+void Responder::advance_over_placed(Qp& /*qp*/) {
+  bool moved = false;
+  while (placed_.test(epsn_)) {
+    placed_.reset(epsn_);
+    ++epsn_;
+    ++msn_;  // every placed packet was a whole WRITE Only message
+    moved = true;
+  }
+  if (!moved) return;
+  sent_nak_ = false;
+  RespItem ack;
+  ack.syndrome = Aeth::ack();
+  ack.psn = epsn_ - 1;
+  ack.msn = msn_;
+  queue(ack);
 }
 
 void Responder::on_uc(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {

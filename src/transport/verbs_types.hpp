@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "transport/cc/cc_types.hpp"
+#include "transport/recovery.hpp"
 
 namespace uroce::transport {
 
@@ -206,6 +207,8 @@ enum QpAttrMask : uint32_t {
   kQpCap = 1 << 19,
   kQpDestQpn = 1 << 20,
   kQpRateLimit = 1 << 25,
+  // uroce extension (no ibv bit): QpAttr::recovery, INIT -> RTR of an RC QP only.
+  kQpUroceRecovery = 1u << 31,
 };
 
 // ibv_srq_attr_mask
@@ -325,6 +328,9 @@ struct QpAttr {
   uint8_t alt_timeout = 0;
   uint32_t rate_limit = 0;
   QpCcState cc;  // uroce, read-only: filled by query_qp, ignored by modify_qp
+  // uroce, with kQpUroceRecovery: selective repeat only once the peer agreed to it (both ends
+  // must set it; docs/congestion.md "Loss recovery"). Default: RoCE v2 go-back-N.
+  Recovery recovery = Recovery::kGoBackN;
 };
 
 struct SendWr {

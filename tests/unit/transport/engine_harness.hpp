@@ -98,6 +98,9 @@ struct PairOptions {
   bool use_srq = false;
   transport::CcAlgorithm cc = transport::CcAlgorithm::kDefault;  // QpInitAttr::cc of both QPs
   uint8_t traffic_class = 0;  // both AVs' traffic class (DSCP << 2 | ECN)
+  // RC: QpAttr::recovery both QPs get at INIT -> RTR (the agreement uroce perf makes);
+  // nullopt: the attribute is not given (RoCE v2 go-back-N).
+  std::optional<transport::Recovery> recovery;
   size_t buffer_size = 1 << 20;
   uint32_t cqe = 4096;
 };
@@ -129,9 +132,10 @@ struct HarnessOptions {
   Nanos latency = Nanos(2000);  // one-way wire latency
   uint64_t seed = 1;            // seeds the fault dice and the engines' key generators
   transport::Mtu active_mtu = transport::Mtu::k4096;
-  size_t tx_burst = 16;    // TX slots offered per poll_tx call
-  bool ipv6 = false;       // GIDs 2001:db8::1 / ::2 instead of ::ffff:10.0.0.1 / .2
-  transport::CcConfig cc;  // both engines' congestion control (default: none)
+  size_t tx_burst = 16;                // TX slots offered per poll_tx call
+  bool ipv6 = false;                   // GIDs 2001:db8::1 / ::2 instead of ::ffff:10.0.0.1 / .2
+  transport::CcConfig cc;              // both engines' congestion control (default: none)
+  transport::RecoveryConfig recovery;  // both engines' adaptive timer and recovery offer
 };
 
 class EngineHarness {
@@ -145,6 +149,7 @@ class EngineHarness {
       cfg.active_mtu = opt.active_mtu;
       cfg.limits.max_qp = 64;
       cfg.cc = opt.cc;
+      cfg.recovery = opt.recovery;
       engines_[i] = std::make_unique<Engine>(cfg);
       gids_[i] = ipv4_gid(10, 0, 0, static_cast<uint8_t>(i + 1));
       if (opt.ipv6) {
@@ -305,6 +310,10 @@ class EngineHarness {
         a.max_dest_rd_atomic = o.max_dest_rd_atomic;
         a.min_rnr_timer = o.min_rnr_timer;
         mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+        if (o.recovery) {
+          a.recovery = *o.recovery;
+          mask |= kQpUroceRecovery;
+        }
       }
     }
     expect_ok(e.modify_qp(self.qpn, a, mask));

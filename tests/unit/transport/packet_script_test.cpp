@@ -336,6 +336,7 @@ TEST(PacketScript, LocalAckTimeoutGoesBackToTheOldestUnackedPsnUntilRetryCntIsEx
   o.sq_psn = 0xFFFFFF;  // the three SENDs straddle the wrap
   o.timeout = 10;       // 4.096 us * 1024 = 4194304 ns
   o.retry_cnt = 2;
+  o.adaptive_retrans = false;  // rxe-style: the configured timeout only (adaptive: below)
   ScriptQp s(o);
   const Nanos kT(4096 * 1024);
   for (uint64_t i = 1; i <= 3; ++i) {
@@ -402,6 +403,105 @@ TEST(PacketScript, LocalAckTimeoutGoesBackToTheOldestUnackedPsnUntilRetryCntIsEx
                         {Counter::kDropBadQpState, 1}});
 }
 
+// Adaptive retransmission (the default; docs/congestion.md "Loss recovery"): the same script
+// as above. The ACK 100 us after the send is the first RTT sample (SRTT 100 us, RTTVAR 50 us:
+// RTO 300 us), so the tail is resent at 100 + 300 us, then with the RTO doubled each time
+// (600, 1200 us) until the next one would pass the configured timeout, which still fires at
+// t_ack + T and counts the retry; retry_cnt = 2 still ends in RETRY_EXC_ERR at the third
+// configured timeout, at the same time as without adaptive retransmission.
+TEST(PacketScript, AdaptiveRtoResendsBeforeTheConfiguredTimeoutAndRetryCntStillCounts) {
+  ScriptOptions o;
+  o.sq_psn = 0xFFFFFF;
+  o.timeout = 10;  // 4194304 ns
+  o.retry_cnt = 2;
+  ScriptQp s(o);
+  const Nanos kT(4096 * 1024);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    std::memset(s.mem(i * 64), static_cast<int>(i), 16);
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, i * 64, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 3u);
+  // no RTT sample yet: the configured timeout
+  EXPECT_EQ(s.engine().next_deadline(), TimePoint(0) + kT);
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0xFFFFFF, 1));
+  ASSERT_EQ(s.send_wcs().size(), 1u);
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + std::chrono::microseconds(300));
+
+  TimePoint due = t_ack + std::chrono::microseconds(300);
+  for (const int64_t next_us : {600, 1200}) {
+    s.advance_to(due - Nanos(1));
+    EXPECT_TRUE(s.transmit().empty());
+    s.advance_to(due);
+    std::vector<TxPacket> t = s.transmit();
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(t[0].at, due);
+    EXPECT_EQ(t[0].psn(), 0x000000u);
+    EXPECT_EQ(t[0].payload, std::vector<uint8_t>(16, 2));
+    EXPECT_EQ(t[1].psn(), 0x000001u);
+    EXPECT_EQ(t[1].payload, std::vector<uint8_t>(16, 3));
+    due = due + std::chrono::microseconds(next_us);
+    EXPECT_EQ(s.engine().next_deadline(), due);
+  }
+  // the third adaptive resend at 2200 us; 2400 us more would pass t_ack + T
+  s.advance_to(due);
+  ASSERT_EQ(s.transmit().size(), 2u);
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + kT);
+  EXPECT_EQ(s.state(), QpState::kRts);
+  // the configured timeouts: retry 1, retry 2, then RETRY_EXC_ERR, as without adaptation
+  for (int retry = 1; retry <= 2; ++retry) {
+    s.advance_to(t_ack + kT * retry);
+    ASSERT_EQ(s.transmit().size(), 2u) << "retry " << retry;
+    EXPECT_EQ(s.engine().next_deadline(), t_ack + kT * (retry + 1));
+  }
+  s.advance_to(t_ack + kT * 3);
+  EXPECT_TRUE(s.transmit().empty());
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 2, WcStatus::kRetryExcErr);
+  expect_send_wc(wcs[1], 3, WcStatus::kWrFlushErr);
+  EXPECT_EQ(s.state(), QpState::kErr);
+  s.expect_qp_counters({{Counter::kRcvdPkts, 1},
+                        {Counter::kBytesRcvd, 20},
+                        {Counter::kRoceAdpRetrans, 3},
+                        {Counter::kRoceAdpRetransTo, 1},
+                        {Counter::kLocalAckTimeoutErr, 3},
+                        {Counter::kCompleterRetryErr, 2},
+                        {Counter::kRetryExceededErr, 1},
+                        {Counter::kRetransmittedPkts, 10},
+                        {Counter::kRdmaSends, 1},
+                        {Counter::kReqCqeError, 1},
+                        {Counter::kReqCqeFlushError, 1}});
+}
+
+// With UROCE_ADAPTIVE_RETRANS=0 a measured RTT changes nothing: the timer stays at the
+// configured timeout after every ACK.
+TEST(PacketScript, RxeStyleTimerIgnoresTheMeasuredRtt) {
+  ScriptOptions o;
+  o.timeout = 10;
+  o.adaptive_retrans = false;
+  ScriptQp s(o);
+  const Nanos kT(4096 * 1024);
+  ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 16).is_ok());
+  ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 16).is_ok());
+  ASSERT_EQ(s.transmit().size(), 2u);
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0x1000, 1));
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + kT);
+  s.advance_to(t_ack + kT - Nanos(1));
+  EXPECT_TRUE(s.transmit().empty());
+  s.advance_to(t_ack + kT);
+  EXPECT_EQ(one(s.transmit()).psn(), 0x1001u);
+  s.expect_qp_counters({{Counter::kRcvdPkts, 1},
+                        {Counter::kBytesRcvd, 20},
+                        {Counter::kLocalAckTimeoutErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kRetransmittedPkts, 1},
+                        {Counter::kRdmaSends, 1}});
+}
+
 // PSN sequence NAK from the peer (IBA 9.7.5.2.4): what precedes the NAK'd PSN is
 // acknowledged, the requester resends from the NAK'd PSN.
 TEST(PacketScript, PeerSequenceNakMakesTheRequesterResendFromTheNakedPsn) {
@@ -435,9 +535,11 @@ TEST(PacketScript, PeerSequenceNakMakesTheRequesterResendFromTheNakedPsn) {
   expect_send_wc(wcs[0], 3, WcStatus::kSuccess);
   expect_send_wc(wcs[1], 4, WcStatus::kSuccess);
   EXPECT_EQ(s.engine().next_deadline(), kNever);
+  // One fast retransmit for the NAK episode, none for its duplicate.
   s.expect_qp_counters({{Counter::kRcvdSeqErr, 2},
                         {Counter::kPacketSeqErr, 2},
                         {Counter::kCompleterRetryErr, 1},
+                        {Counter::kNakFastRetrans, 1},
                         {Counter::kRetransmittedPkts, 2},
                         {Counter::kRdmaSends, 4}});
 }

@@ -99,6 +99,10 @@ struct ScriptOptions {
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
   bool sq_sig_all = true;
+  // EngineConfig::recovery.adaptive; false: rxe-style timer (the configured timeout only).
+  bool adaptive_retrans = true;
+  // EngineConfig::recovery.offer (UROCE_RECOVERY): never applied to a QP by the engine.
+  transport::Recovery recovery_offer = transport::Recovery::kGoBackN;
 };
 
 class ScriptQp {
@@ -308,6 +312,8 @@ class ScriptQp {
     c.seed = 42;
     c.limits.max_qp = 8;
     c.active_mtu = Mtu::k4096;
+    c.recovery.adaptive = opt_.adaptive_retrans;
+    c.recovery.offer = opt_.recovery_offer;
     return c;
   }
 
