@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -286,6 +287,11 @@ void await_peer_message(PerfContext& ctx, int fd, Deadline deadline, uint64_t ex
                         PeerWait& wait) {
   std::array<Wc, 64> wcs;
   const auto slot = static_cast<uint32_t>(ctx.setup().slot_size);
+  // After a close, how long to keep reading the CQ: a peer that had an access refused exits
+  // at the NAK, and its close can overtake the flush completions of our QP's move to the error
+  // state, which say why (the caller's "refused an RDMA access" beats "closed").
+  constexpr Nanos kFlushGrace = std::chrono::milliseconds(100);
+  std::optional<decltype(Clock::now())> closed_at;
   for (;;) {
     const int n = ctx.poll(wcs, Nanos(0));
     for (int i = 0; i < n; ++i) {
@@ -305,9 +311,16 @@ void await_peer_message(PerfContext& ctx, int fd, Deadline deadline, uint64_t ex
       const int q = ctx.qp_index(wc.qp_num);
       if (q >= 0) (void)ctx.post_recv_slot(q, wc.wr_id, slot);
     }
+    if (closed_at) {
+      if (wait.flushed || Clock::now() - *closed_at >= kFlushGrace) return;
+      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     if (socket_ready(fd, wait.closed)) {
       wait.readable = !wait.closed;
-      return;
+      if (!wait.closed) return;
+      closed_at = Clock::now();
+      continue;
     }
     if (deadline && Clock::now() >= *deadline) return;
     if (n == 0) {
