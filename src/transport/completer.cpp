@@ -42,6 +42,9 @@ void Completer::reset(Psn psn, uint8_t retry_cnt, uint8_t rnr_retry) {
   nak_retry_running_ = false;
   rtt_.reset_backoff();
   timing_ = false;
+  adp_rewound_ = false;
+  adp_gap_ready_ = false;
+  timer_rewind_ = false;
 }
 
 void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period) {
@@ -53,6 +56,7 @@ void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_pe
   if (new_period) {
     period_end_ = now + configured;
     adp_fired_ = false;
+    progress_at_ = now;
   }
   TimePoint deadline = period_end_;
   const RecoveryConfig& rc = e.config().recovery;
@@ -77,6 +81,11 @@ void Completer::advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn) {
   const auto acked = static_cast<uint64_t>(Psn::distance(psn, psn_));
   psn_ = psn;
   nak_retry_running_ = false;
+  if (adp_rewound_) {
+    adp_rewound_ = false;
+    adp_gap_ready_ = true;
+    adp_gap_ = now - progress_at_;
+  }
   if (timing_ && psn_.after(timed_psn_)) {
     rtt_.sample(now - timed_at_);
     timing_ = false;
@@ -114,6 +123,11 @@ void Completer::start_retry(EngineImpl& e, Qp& qp, TimePoint /*now*/, bool from_
   e.count(qp, Counter::kCompleterRetryErr);
   nak_retry_running_ = from_nak;
   timing_ = false;
+  adp_rewound_ = false;  // a counted retry: duplicates after it say nothing of the RTO
+  adp_gap_ready_ = false;
+  // A NAK names what the peer lacks (the packets after it were dropped), so resends after it
+  // are answered by their own ACKs and may be timed; a timeout's resends may not.
+  timer_rewind_ = !from_nak;
   e.disarm_timer(qp, TimerKind::kRetransmit);
   qp.req.rewind(qp, psn_);
   e.schedule_tx(qp);
@@ -128,6 +142,9 @@ void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
     // RTO, keep the configured period (and the retry count) running.
     e.count(qp, Counter::kRoceAdpRetrans);
     adp_fired_ = true;
+    adp_rewound_ = true;
+    adp_gap_ready_ = false;
+    timer_rewind_ = true;
     timing_ = false;
     rtt_.backoff();
     arm_retransmit(e, qp, now, false);
@@ -165,6 +182,14 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
   }
   if (psn.before(psn_)) {
     e.count(qp, Counter::kDropDuplicateResponse);
+    if (adp_gap_ready_) {
+      // The peer answered our early resend as a duplicate: nothing was lost, the peer (or
+      // the path) stalled for adp_gap_. Eifel's response (RFC 4015): take the stall as an RTT
+      // sample, so the RTO grows to cover stalls like it and shrinks again with later samples.
+      adp_gap_ready_ = false;
+      e.count(qp, Counter::kAdpRetransSpurious);
+      rtt_.sample(adp_gap_);
+    }
     return;
   }
   const uint16_t flags = pkt.info->flags;
@@ -291,7 +316,9 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
       e.count(qp, Counter::kPacketSeqErr);
       advance(e, qp, now, psn);
       if (qp.sr() && pkt.hdr.aeth.msn != psn.value()) {
-        // Selective repeat: a SACK of the PSN in the MSN field; resend only the holes.
+        // Selective repeat: a SACK of the PSN in the MSN field; resend only the holes (the
+        // peer lacks them, so their resends may be timed).
+        timer_rewind_ = false;
         qp.req.sr_sack(qp, Psn(pkt.hdr.aeth.msn));
         e.schedule_tx(qp);
         return;

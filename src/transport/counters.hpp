@@ -97,6 +97,7 @@ namespace uroce::transport {
   /* loss recovery (docs/congestion.md): adaptive retransmission */    \
   X(kRoceAdpRetrans, "roce_adp_retrans")                               \
   X(kRoceAdpRetransTo, "roce_adp_retrans_to")                          \
+  X(kAdpRetransSpurious, "adp_retrans_spurious")                       \
   /* go-back-N episodes a PSN sequence NAK started at once */          \
   X(kNakFastRetrans, "nak_fast_retrans")                               \
   /* selective repeat (uroce peers that agreed) */                     \

@@ -120,6 +120,9 @@ class Completer {
     if (timing_ && !timed_psn_.before(psn)) timing_ = false;
   }
   [[nodiscard]] const RttEstimator& rtt() const { return rtt_; }
+  // The last go-back was started by a timer, not a NAK: its resends are not timed (Karn's
+  // rule: their ACK may answer the original, which a NAK-started resend's cannot).
+  [[nodiscard]] bool timer_rewind() const { return timer_rewind_; }
 
   [[nodiscard]] Psn psn() const { return psn_; }
 
@@ -138,6 +141,15 @@ class Completer {
   // only there, so retry_cnt means what it always meant) and the RTT estimator.
   TimePoint period_end_{};
   bool adp_fired_ = false;  // the adaptive timer went back in this period
+  // Spurious early resends (docs/congestion.md "Loss recovery"): the gap between the last
+  // progress before an adaptive go-back and the first progress after it; a duplicate ACK
+  // after that progress shows the peer had the packets already, and the gap becomes an RTT
+  // sample so the next RTO covers a stall as long.
+  TimePoint progress_at_{};
+  bool adp_rewound_ = false;    // an adaptive go-back since the last progress
+  bool adp_gap_ready_ = false;  // progress came after it: a duplicate ACK proves it spurious
+  bool timer_rewind_ = false;
+  Nanos adp_gap_{0};
   RttEstimator rtt_;
   bool timing_ = false;
   Psn timed_psn_;

@@ -381,9 +381,11 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
     const Psn end = w.opcode == WrOpcode::kRdmaRead ? w.last_psn + 1 : psn_ + 1;
     for (Psn p = psn_; p != end; ++p) sack_.reset(p);
   }
-  // RTT sample: the ACK of a packet that asked for one (resent ones too, once Karn's rule has
-  // dropped a sample their resend made ambiguous: on_resend).
-  if (qp.is_rc() && h.bth.ackreq) {
+  // RTT sample: the ACK of a packet that asked for one, a resend only after a NAK (Karn's
+  // rule, Completer::timer_rewind): after a timeout the ACK may answer the original, and after
+  // a spurious early resend that is a sample far too short, which shrinks the RTO and makes
+  // the next resend spurious too. (on_resend drops a sample a resend made ambiguous.)
+  if (qp.is_rc() && h.bth.ackreq && (!resent || !qp.comp.timer_rewind())) {
     qp.comp.time_packet(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_);
   }
 

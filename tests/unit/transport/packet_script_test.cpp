@@ -475,6 +475,74 @@ TEST(PacketScript, AdaptiveRtoResendsBeforeTheConfiguredTimeoutAndRetryCntStillC
                         {Counter::kReqCqeFlushError, 1}});
 }
 
+// A spurious early resend (the peer stalled, nothing was lost): ACK at 100 us (RTO 300 us),
+// the adaptive resend of 0x1001..0x1002 at 400 us, then the peer's ACK of everything at 500
+// us and its duplicate ACK for the resend. The duplicate proves the resend spurious
+// (adp_retrans_spurious); the 400 us stall (100 -> 500 us without progress) becomes an RTT
+// sample: SRTT (7 x 100 + 400) / 8 = 137.5 us, RTTVAR (3 x 50 + |100 - 400|) / 4 = 112.5 us,
+// so the next RTO is 137.5 + 4 x 112.5 = 587.5 us. A second duplicate changes nothing more.
+TEST(PacketScript, DuplicateAckAfterAnAdaptiveResendLengthensTheRto) {
+  ScriptOptions o;
+  o.timeout = 10;  // 4194304 ns
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, 0, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 3u);  // 0x1000 .. 0x1002
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0x1000, 1));
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + std::chrono::microseconds(300));
+  s.advance_to(t_ack + std::chrono::microseconds(300));
+  ASSERT_EQ(s.transmit().size(), 2u);  // the early resend
+  const TimePoint t_all = TimePoint(0) + std::chrono::microseconds(500);
+  s.advance_to(t_all);
+  s.receive(s.ack(0x1002, 3));
+  EXPECT_EQ(s.send_wcs().size(), 3u);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.receive(s.ack(0x1001, 3));  // the peer's answer to the resend: a duplicate
+  s.receive(s.ack(0x1002, 3));
+  ASSERT_TRUE(s.post_send_one(4, WrOpcode::kSend, 0, 16).is_ok());
+  ASSERT_EQ(s.transmit().size(), 1u);
+  EXPECT_EQ(s.engine().next_deadline(), t_all + Nanos(587'500));
+  s.expect_qp_counters({{Counter::kRcvdPkts, 4},
+                        {Counter::kBytesRcvd, 80},
+                        {Counter::kRoceAdpRetrans, 1},
+                        {Counter::kAdpRetransSpurious, 1},
+                        {Counter::kDropDuplicateResponse, 2},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 3}});
+}
+
+// Without a duplicate (the resend was needed: the packet or its ACK was lost) the stall is no
+// sample, and neither is the resend's ACK (Karn's rule: it may answer the original): the next
+// RTO still comes from the one real sample, 100 us (RTO 300 us).
+TEST(PacketScript, AnAdaptiveResendThatWasNeededKeepsTheRto) {
+  ScriptOptions o;
+  o.timeout = 10;
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, 0, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 3u);
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0x1000, 1));
+  s.advance_to(t_ack + std::chrono::microseconds(300));
+  ASSERT_EQ(s.transmit().size(), 2u);
+  const TimePoint t_all = TimePoint(0) + std::chrono::microseconds(500);
+  s.advance_to(t_all);
+  s.receive(s.ack(0x1002, 3));
+  ASSERT_TRUE(s.post_send_one(4, WrOpcode::kSend, 0, 16).is_ok());
+  ASSERT_EQ(s.transmit().size(), 1u);
+  EXPECT_EQ(s.engine().next_deadline(), t_all + std::chrono::microseconds(300));
+  s.expect_qp_counters({{Counter::kRcvdPkts, 2},
+                        {Counter::kBytesRcvd, 40},
+                        {Counter::kRoceAdpRetrans, 1},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 3}});
+}
+
 // With UROCE_ADAPTIVE_RETRANS=0 a measured RTT changes nothing: the timer stays at the
 // configured timeout after every ACK.
 TEST(PacketScript, RxeStyleTimerIgnoresTheMeasuredRtt) {
