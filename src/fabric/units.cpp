@@ -43,7 +43,7 @@ std::optional<uint64_t> scaled(std::string_view text, std::span<const Unit> unit
     for (const Unit& u : units) {
       if (u.name == unit) {
         const double bytes = v * u.factor;
-        if (bytes >= 1.8e19) break;
+        if (bytes >= 9.2e18) break;  // llround returns a long long
         return static_cast<uint64_t>(std::llround(bytes));
       }
     }
