@@ -70,6 +70,9 @@ struct IoCounters {
   uint64_t impair_delayed = 0;
   uint64_t impair_reordered = 0;
   uint64_t impair_overflow = 0;
+  uint64_t impair_queue_dropped = 0;    // rate=: tail drops of the bottleneck queue
+  uint64_t impair_queue_marked = 0;     // rate=: RED/ECN CE marks
+  uint64_t impair_queue_max_bytes = 0;  // rate=: deepest queue seen (a gauge, not a count)
 };
 
 class PacketIo {

@@ -24,6 +24,9 @@ ImpairCounters& ImpairCounters::operator+=(const ImpairCounters& o) {
   delayed += o.delayed;
   reordered += o.reordered;
   overflow += o.overflow;
+  queue_dropped += o.queue_dropped;
+  queue_marked += o.queue_marked;
+  queue_max_bytes = queue_max_bytes > o.queue_max_bytes ? queue_max_bytes : o.queue_max_bytes;
   return *this;
 }
 

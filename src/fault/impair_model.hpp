@@ -26,6 +26,10 @@ struct ImpairCounters {
   uint64_t delayed = 0;     // held for a nonzero time
   uint64_t reordered = 0;   // skipped the delay (reorder=)
   uint64_t overflow = 0;    // dropped because `limit` packets were already held
+  // The bottleneck queue (rate=, src/fault/bottleneck.hpp), both directions.
+  uint64_t queue_dropped = 0;    // tail drops: the packet did not fit in queue= bytes
+  uint64_t queue_marked = 0;     // RED/ECN set CE (kmin, kmax, pmax)
+  uint64_t queue_max_bytes = 0;  // the deepest the queue has been (the larger direction)
 
   ImpairCounters& operator+=(const ImpairCounters& o);
 };

@@ -4,10 +4,12 @@
 #include <charconv>
 #include <cstdio>
 
+#include "fabric/units.hpp"
+
 namespace uroce::fault {
 namespace {
 
-enum class Kind : uint8_t { kPercent, kDuration, kSeed, kDir, kLimit };
+enum class Kind : uint8_t { kPercent, kDuration, kSeed, kDir, kLimit, kRate, kSize, kFraction };
 
 struct Key {
   std::string_view name;
@@ -15,7 +17,7 @@ struct Key {
 };
 
 // In the order format_impair_spec prints them.
-constexpr std::array<Key, 14> kKeys = {{
+constexpr std::array<Key, 19> kKeys = {{
     {"loss", Kind::kPercent},
     {"ge_p", Kind::kPercent},
     {"ge_r", Kind::kPercent},
@@ -30,12 +32,17 @@ constexpr std::array<Key, 14> kKeys = {{
     {"seed", Kind::kSeed},
     {"dir", Kind::kDir},
     {"limit", Kind::kLimit},
+    {"rate", Kind::kRate},
+    {"queue", Kind::kSize},
+    {"kmin", Kind::kSize},
+    {"kmax", Kind::kSize},
+    {"pmax", Kind::kFraction},
 }};
+constexpr uint64_t kMaxRate = 1'250'000'000'000;  // bytes/s: 10 Tbit/s
 
-// The rate-limited bottleneck queue (RED/ECN marking, tail drop) belongs to the shared queue
-// model; until it is wired in here these keys are refused rather than ignored.
-constexpr std::array<std::string_view, 5> kBottleneckKeys = {"rate", "queue", "kmin", "kmax",
-                                                             "pmax"};
+// Indices into kKeys of the keys checked together after parsing.
+constexpr size_t kGeP = 1, kGeR = 2, kJitter = 6, kReorder = 7, kRate = 14, kQueue = 15, kKmin = 16,
+                 kKmax = 17, kPmax = 18;
 
 std::string known_keys() {
   std::string s;
@@ -151,6 +158,21 @@ std::string format_duration(Nanos d) {
   return std::to_string(ns) + "ns";
 }
 
+// Bytes/s as tc's bit units when exact (parse_rate reads each form back to the same value).
+std::string format_rate(uint64_t bytes_per_sec) {
+  const uint64_t bits = bytes_per_sec * 8;
+  if (bits % 1'000'000'000 == 0) return std::to_string(bits / 1'000'000'000) + "gbit";
+  if (bits % 1'000'000 == 0) return std::to_string(bits / 1'000'000) + "mbit";
+  if (bits % 1'000 == 0) return std::to_string(bits / 1'000) + "kbit";
+  return std::to_string(bits) + "bit";
+}
+
+std::string format_size(uint64_t bytes) {
+  if (bytes != 0 && bytes % (1024 * 1024) == 0) return std::to_string(bytes >> 20) + "MB";
+  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "KB";
+  return std::to_string(bytes);
+}
+
 std::string bad_value(std::string_view what, std::string_view key, std::string_view v, Kind kind) {
   const std::string head = std::string(what) + ": " + std::string(key) + ": '" + shown(v) + "' ";
   const std::string k(key);
@@ -167,13 +189,36 @@ std::string bad_value(std::string_view what, std::string_view key, std::string_v
       return head + "is not a direction; write dir=tx, dir=rx or dir=both";
     case Kind::kLimit:
       return head + "is not a packet count; write limit=N with N from 1 to 65536";
+    case Kind::kRate:
+      return head +
+             "is not a rate; write rate=R above 0 and at most 10tbit like tc: 1gbit, 100mbit, "
+             "500kbit, or bytes/s as 125mbps";
+    case Kind::kSize:
+      return head + "is not a size; write " + k + "=N in bytes with an optional KB or MB (e.g. " +
+             k + "=200KB)";
+    case Kind::kFraction:
+      return head +
+             "is not a probability above 0; write pmax=F with F in (0, 1] or P% (e.g. "
+             "pmax=0.2 or pmax=20%)";
   }
   return head;
 }
 
+// "0.2" (at most 9 decimals) or "20%", as parts per billion in (0, 1e9].
+std::optional<Ppb> parse_fraction(std::string_view v) {
+  std::optional<uint64_t> p;
+  if (!v.empty() && v.back() == '%') {
+    p = parse_percent(v);
+  } else {
+    p = parse_fixed(v, 9, 1);
+  }
+  if (!p || *p == 0 || *p > kCertain) return std::nullopt;
+  return static_cast<Ppb>(*p);
+}
+
 // The value of one key into `spec`; false when malformed.
 bool apply(std::string_view key, Kind kind, std::string_view v, ImpairSpec& spec,
-           GilbertElliott& ge) {
+           GilbertElliott& ge, Bottleneck& bn) {
   switch (kind) {
     case Kind::kPercent: {
       const auto p = parse_percent(v);
@@ -222,19 +267,77 @@ bool apply(std::string_view key, Kind kind, std::string_view v, ImpairSpec& spec
       spec.limit = static_cast<uint32_t>(n);
       return true;
     }
+    case Kind::kRate: {
+      // The one parser of rates (`uroce switch --rate` uses it too); its own message is
+      // replaced by one that names the key and shows the value printable.
+      std::string ignored;
+      const auto r = fabric::parse_rate(v, ignored);
+      if (!r || *r == 0 || *r > kMaxRate) return false;
+      bn.rate = *r;
+      return true;
+    }
+    case Kind::kSize: {
+      std::string ignored;
+      const auto b = fabric::parse_size(v, ignored);
+      if (!b) return false;
+      (key == "queue" ? bn.queue : key == "kmin" ? bn.kmin : bn.kmax) = *b;
+      return true;
+    }
+    case Kind::kFraction: {
+      const auto p = parse_fraction(v);
+      if (!p) return false;
+      bn.pmax = *p;
+      return true;
+    }
   }
   return false;
+}
+
+// "" or the one-line error about how the bottleneck keys go together.
+std::string check_bottleneck(const std::string& w, const std::array<bool, kKeys.size()>& seen,
+                             const Bottleneck& bn) {
+  if (!seen[kRate]) {
+    for (const size_t k : {kQueue, kKmin, kKmax, kPmax}) {
+      if (seen[k]) {
+        return w + ": " + std::string(kKeys[k].name) +
+               " needs rate: it belongs to the bottleneck queue (e.g. "
+               "rate=100mbit,queue=200KB,kmin=20KB,kmax=100KB,pmax=0.2)";
+      }
+    }
+    return {};
+  }
+  if (bn.queue == 0) return w + ": queue: 0 bytes holds no packet; give at least one packet's size";
+  const int red = int{seen[kKmin]} + int{seen[kKmax]} + int{seen[kPmax]};
+  if (red != 0 && red != 3) {
+    const size_t missing = !seen[kKmin] ? kKmin : !seen[kKmax] ? kKmax : kPmax;
+    return w + ": " + std::string(kKeys[missing].name) +
+           " is missing: RED/ECN marking needs kmin, kmax and pmax together (e.g. "
+           "kmin=20KB,kmax=100KB,pmax=0.2)";
+  }
+  if (red == 3) {
+    if (bn.kmin >= bn.kmax) {
+      return w + ": kmin: " + std::to_string(bn.kmin) + " bytes is not below kmax (" +
+             std::to_string(bn.kmax) + " bytes); marking ramps from kmin up to kmax";
+    }
+    if (bn.kmax > bn.queue) {
+      return w + ": kmax: " + std::to_string(bn.kmax) + " bytes exceeds queue (" +
+             std::to_string(bn.queue) + " bytes); make kmax at most queue";
+    }
+  }
+  return {};
 }
 
 }  // namespace
 
 bool ImpairSpec::active() const {
-  return loss != 0 || ge.has_value() || delay.count() != 0 || dup != 0 || corrupt != 0 || ce != 0;
+  return loss != 0 || ge.has_value() || delay.count() != 0 || dup != 0 || corrupt != 0 || ce != 0 ||
+         bottleneck.has_value();
 }
 
 std::string parse_impair_spec(std::string_view what, std::string_view text, ImpairSpec& out) {
   ImpairSpec spec;
   GilbertElliott ge;
+  Bottleneck bn;
   std::array<bool, kKeys.size()> seen{};
   const std::string w(what);
   if (text.empty()) {
@@ -256,33 +359,27 @@ std::string parse_impair_spec(std::string_view what, std::string_view text, Impa
     size_t k = 0;
     while (k < kKeys.size() && kKeys[k].name != key) ++k;
     if (k == kKeys.size()) {
-      for (const std::string_view b : kBottleneckKeys) {
-        if (b == key) {
-          return w + ": " + std::string(key) +
-                 ": the bottleneck queue (rate, queue, kmin, kmax, pmax) is not supported yet";
-        }
-      }
       return w + ": unknown key '" + shown(key) + "'; known keys: " + known_keys();
     }
     if (seen[k]) return w + ": " + std::string(key) + " is given twice";
     seen[k] = true;
-    if (!apply(key, kKeys[k].kind, value, spec, ge)) {
+    if (!apply(key, kKeys[k].kind, value, spec, ge, bn)) {
       return bad_value(what, key, value, kKeys[k].kind);
     }
     if (comma == std::string_view::npos) break;
     pos = comma + 1;
   }
 
-  const bool any_ge = seen[1] || seen[2] || seen[3] || seen[4];
+  const bool any_ge = seen[kGeP] || seen[kGeR] || seen[3] || seen[4];
   if (any_ge) {
-    if (!seen[1] || !seen[2]) {
+    if (!seen[kGeP] || !seen[kGeR]) {
       return w + ": Gilbert-Elliott loss needs both ge_p and ge_r (e.g. ge_p=1%,ge_r=30%)";
     }
     if (ge.r == 0) return w + ": ge_r: 0% never leaves the bad state; give more than 0%";
     if (seen[0]) return w + ": loss and ge_* are two loss models; give one of them";
     spec.ge = ge;
   }
-  if (seen[6] && spec.delay.count() == 0) {
+  if (seen[kJitter] && spec.delay.count() == 0) {
     return w +
            ": jitter needs delay: packets are held delay +- jitter (e.g. delay=1ms,jitter=100us)";
   }
@@ -291,11 +388,14 @@ std::string parse_impair_spec(std::string_view what, std::string_view text, Impa
            " exceeds delay=" + format_duration(spec.delay) +
            "; a hold cannot be negative: make jitter at most delay";
   }
-  if (seen[7] && spec.delay.count() == 0) {
+  if (seen[kReorder] && spec.delay.count() == 0) {
     return w +
            ": reorder needs delay: reordered packets skip the delay and overtake the others "
            "(e.g. delay=1ms,reorder=5%)";
   }
+  const std::string bad = check_bottleneck(w, seen, bn);
+  if (!bad.empty()) return bad;
+  if (seen[kRate]) spec.bottleneck = bn;
   out = spec;
   return {};
 }
@@ -323,6 +423,16 @@ std::string format_impair_spec(const ImpairSpec& spec) {
   if (spec.dir == ImpairDir::kRx) add("dir", "rx");
   if (spec.dir == ImpairDir::kBoth) add("dir", "both");
   if (spec.limit != 1000) add("limit", std::to_string(spec.limit));
+  if (spec.bottleneck) {
+    const Bottleneck& b = *spec.bottleneck;
+    add("rate", format_rate(b.rate));
+    if (b.queue != Bottleneck{}.queue) add("queue", format_size(b.queue));
+    if (b.pmax != 0) {
+      add("kmin", format_size(b.kmin));
+      add("kmax", format_size(b.kmax));
+      add("pmax", format_percent(b.pmax));
+    }
+  }
   return s;
 }
 

@@ -13,9 +13,14 @@
 //   seed=N                  replay the same decisions (default: a random seed per device)
 //   dir=tx|rx|both          which direction is impaired (default tx)
 //   limit=N                 packets held at once per direction (default 1000)
+//   rate=R                  a bottleneck: one egress port of the switch queue model
+//                           (src/fabric/switch_queue.hpp) at R, like tc (1gbit, 100mbit,
+//                           500kbit, 125mbps = bytes/s)
+//   queue=SIZE              its buffer, tail drop beyond (default 512KB; 1500, 200KB, 2MB)
+//   kmin=SIZE,kmax=SIZE     RED/ECN marking of ECT packets between kmin and kmax queued bytes,
+//   pmax=P                  with probability up to P at kmax (0.2 or 20%), 1 above kmax
 //
-// The bottleneck keys (rate, queue, kmin, kmax, pmax) are recognised and refused: the queue
-// model is not wired in yet. Every error is one line naming the key and the accepted form.
+// Every error is one line naming the key and the accepted form.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,15 @@ struct GilbertElliott {
   Ppb good_loss = 0;        // loss in the good state
 };
 
+// The rate-limited bottleneck queue (rate= and what goes with it).
+struct Bottleneck {
+  uint64_t rate = 0;            // bytes/s, above 0
+  uint64_t queue = 512 * 1024;  // bytes
+  uint64_t kmin = 0;            // RED/ECN when pmax != 0: kmin < kmax <= queue
+  uint64_t kmax = 0;
+  Ppb pmax = 0;
+};
+
 struct ImpairSpec {
   Ppb loss = 0;
   std::optional<GilbertElliott> ge;
@@ -53,6 +67,7 @@ struct ImpairSpec {
   std::optional<uint64_t> seed;
   ImpairDir dir = ImpairDir::kTx;
   uint32_t limit = 1000;
+  std::optional<Bottleneck> bottleneck;
 
   // False: nothing to do (an empty spec); the device is not wrapped at all.
   [[nodiscard]] bool active() const;

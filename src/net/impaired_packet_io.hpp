@@ -12,6 +12,13 @@
 //              (counted as impair_overflow).
 //   wait       sleeps at most until the earliest release, so held packets leave on time.
 //
+// With rate= (a bottleneck, fault::BottleneckQueue: the switch queue model of `uroce switch`)
+// a packet of the impaired direction first joins the queue at `now` (a full queue of `limit`
+// packets is backpressure on transmit, a drop on receive; beyond queue= bytes the model
+// tail-drops it), and once it has crossed the bottleneck (its tx_end) the rest of the spec
+// decides it as above, with `now` = tx_end and CE already set when RED marked it: a switch,
+// then a wire.
+//
 // The observer (capture, round-trip tracker) sees what the engine sent and what this
 // decorator delivered: a packet dropped on transmit is in a capture, one dropped on receive
 // is not.
@@ -21,6 +28,7 @@
 #include <memory>
 
 #include "device/packet_io.hpp"
+#include "fault/bottleneck.hpp"
 #include "fault/delay_line.hpp"
 #include "fault/impair_model.hpp"
 #include "fault/impair_spec.hpp"
@@ -57,9 +65,16 @@ class ImpairedPacketIo final : public device::PacketIo {
 
  private:
   using Line = fault::DelayLine<transport::PacketMeta>;
+  using Queue = fault::BottleneckQueue<transport::PacketMeta>;
 
   [[nodiscard]] TimePoint now() const;
   void flush_tx(TimePoint now);
+  // Decides a packet that reaches the wire part of the spec at `at` and holds it in the
+  // direction's line (for rx also when due at once: deliver_held hands it over).
+  void hold_tx(TimePoint at, std::span<const uint8_t> bytes, const transport::PacketMeta& meta);
+  void hold_rx(TimePoint at, std::span<const uint8_t> bytes, const transport::PacketMeta& meta);
+  // Moves the packets that crossed a bottleneck into the line, while the line has room.
+  void drain(Queue& q, Line& line, TimePoint now, bool tx);
   size_t deliver_held(TimePoint now, std::span<device::RxPacket> out);
   // Decides the fresh packets out[0..n), keeps those delivered now at the front; returns
   // how many.
@@ -73,6 +88,8 @@ class ImpairedPacketIo final : public device::PacketIo {
   std::unique_ptr<fault::ImpairModel> rx_model_;
   std::unique_ptr<Line> tx_line_;
   std::unique_ptr<Line> rx_line_;
+  std::unique_ptr<Queue> tx_queue_;  // null without rate=
+  std::unique_ptr<Queue> rx_queue_;
   std::array<Line::Packet, 64> batch_{};
   std::array<transport::TxSlot, 64> batch_slots_{};
   bool inner_blocked_ = false;  // the inner driver took fewer due packets than offered
@@ -81,7 +98,7 @@ class ImpairedPacketIo final : public device::PacketIo {
   // Written after every burst (under the device's I/O lock), read by wait() and exporters.
   std::atomic<TimePoint> next_release_{kNever};
   std::atomic<bool> want_write_{false};
-  std::array<std::atomic<uint64_t>, 7> published_{};
+  std::array<std::atomic<uint64_t>, 10> published_{};
 };
 
 }  // namespace uroce::net

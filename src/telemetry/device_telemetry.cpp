@@ -41,7 +41,8 @@ std::vector<uint64_t> published_values(const transport::Counters& c, const devic
   v.push_back(io.rx_discards);
   for (const uint64_t x :
        {io.impair_dropped, io.impair_duplicated, io.impair_corrupted, io.impair_ce_marked,
-        io.impair_delayed, io.impair_reordered, io.impair_overflow}) {
+        io.impair_delayed, io.impair_reordered, io.impair_overflow, io.impair_queue_dropped,
+        io.impair_queue_marked, io.impair_queue_max_bytes}) {
     v.push_back(x);
   }
   v.push_back(acks);
@@ -86,7 +87,8 @@ const std::vector<std::string>& published_counter_names() {
     }
     for (const char* im :
          {"impair_dropped", "impair_duplicated", "impair_corrupted", "impair_ce_marked",
-          "impair_delayed", "impair_reordered", "impair_overflow"}) {
+          "impair_delayed", "impair_reordered", "impair_overflow", "impair_queue_dropped",
+          "impair_queue_marked", "impair_queue_max_bytes"}) {
       n.emplace_back(im);
     }
     n.emplace_back("acks_rcvd");

@@ -61,7 +61,8 @@ struct TelemetryOptions {
 // tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big, and rx_discards: what
 // the kernel dropped at the device's sockets; device-wide, 0 per QP), then what UROCE_IMPAIR
 // did (impair_dropped, impair_duplicated, impair_corrupted, impair_ce_marked, impair_delayed,
-// impair_reordered, impair_overflow; device-wide), then acks_rcvd (ACKs seen by the
+// impair_reordered, impair_overflow, impair_queue_dropped, impair_queue_marked,
+// impair_queue_max_bytes; device-wide), then acks_rcvd (ACKs seen by the
 // round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();
 

@@ -4,13 +4,17 @@
 //     that starts with the variable's name;
 //   - an accepted spec is within the documented bounds (probabilities <= 100 %, delay <= 10 s,
 //     jitter <= delay, reorder only with a delay, limit 1 .. 65536, Gilbert-Elliott with
-//     ge_r > 0 and never with loss=) and its canonical text parses back to the same text;
+//     ge_r > 0 and never with loss=; a bottleneck with 0 < rate <= 10 Tbit/s, queue > 0,
+//     kmin < kmax <= queue and 0 < pmax <= 100 % when RED is on, and a queue configuration the
+//     switch model accepts) and its canonical text parses back to the same text;
 //   - the model's verdicts for a few hundred packets hold a packet between delay - jitter and
 //     delay + jitter (0 when reordered), mark CE only on an ECT packet, and count each outcome.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "fabric/switch_queue.hpp"
+#include "fault/bottleneck.hpp"
 #include "fault/impair_model.hpp"
 #include "fault/impair_spec.hpp"
 
@@ -49,6 +53,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         spec.ge->bad_loss > kCertain || spec.ge->good_loss > kCertain) {
       fail("Gilbert-Elliott parameter out of range", text);
     }
+  }
+  if (spec.bottleneck) {
+    const Bottleneck& b = *spec.bottleneck;
+    if (b.rate == 0 || b.rate > 1'250'000'000'000) fail("rate out of range", text);
+    if (b.queue == 0) fail("empty queue accepted", text);
+    if (b.pmax > kCertain) fail("pmax above 100 %", text);
+    if (b.pmax != 0 && !(b.kmin < b.kmax && b.kmax <= b.queue)) fail("RED thresholds", text);
+    const std::string bad = uroce::fabric::validate(bottleneck_config(b, spec.limit, 1));
+    if (!bad.empty()) fail("the switch model refuses an accepted bottleneck", text + ": " + bad);
   }
   const std::string canonical = format_impair_spec(spec);
   ImpairSpec again;

@@ -147,11 +147,12 @@ TEST_F(CliImpair, AMalformedSpecIsAUsageError) {
                            cmd + " --help' for usage\n");
     EXPECT_EQ(p.out(), "");
   }
-  Process p({"perf", "write_bw", "--impair", "rate=1gbit"}, next_port());
+  // The bottleneck keys are checked together: RED needs its three keys.
+  Process p({"perf", "write_bw", "--impair", "rate=1gbit,kmin=20KB,kmax=100KB"}, next_port());
   EXPECT_EQ(p.wait(seconds(20)), 2);
   EXPECT_EQ(p.err(),
-            "uroce perf: --impair: rate: the bottleneck queue (rate, queue, kmin, kmax, pmax) is "
-            "not supported yet; run 'uroce perf --help' for usage\n");
+            "uroce perf: --impair: pmax is missing: RED/ECN marking needs kmin, kmax and pmax "
+            "together (e.g. kmin=20KB,kmax=100KB,pmax=0.2); run 'uroce perf --help' for usage\n");
 }
 
 }  // namespace

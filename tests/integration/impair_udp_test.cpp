@@ -169,6 +169,30 @@ TEST_F(ImpairUdpTest, DelayAddsToTheRoundTrip) {
   EXPECT_GE(io(*a_).impair_delayed, 20u);
 }
 
+TEST_F(ImpairUdpTest, ABottleneckWithRedMarksForDcqcnAndCapsTheGoodput) {
+  // 50 Mbit/s = 6.25 MB/s with RED between 20 KB and 100 KB: DCQCN starts at line rate, the
+  // queue builds, RED marks, B sees CE and sends CNPs. The data lands intact whatever was
+  // tail-dropped (retransmitted), and no run can beat the rate: every payload byte crossed
+  // the modelled link, which also carried the headers.
+  open({{"UROCE_IMPAIR", "rate=50mbit,queue=200KB,kmin=20KB,kmax=100KB,pmax=0.2,seed=9"},
+        {"UROCE_CC", "dcqcn"}},
+       {{"UROCE_CC", "dcqcn"}});
+  const auto t0 = std::chrono::steady_clock::now();
+  write_all_and_verify();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double goodput = double(kMsg) * kMessages / secs;  // bytes/s
+  EXPECT_LE(goodput, 6.25e6 * 1.01) << goodput << " B/s in " << secs << " s";
+  const device::IoCounters c = io(*a_);
+  EXPECT_GT(c.impair_queue_marked, 0u);
+  EXPECT_GT(c.impair_queue_max_bytes, 20u * 1024);   // above kmin, where marking starts
+  EXPECT_LE(c.impair_queue_max_bytes, 200u * 1024);  // never above queue=
+  EXPECT_EQ(c.impair_ce_marked, 0u);                 // no ce=: every CE came from RED
+  EXPECT_EQ(b_->dev.counters()[Counter::kNpEcnMarkedRocePackets], c.impair_queue_marked);
+  EXPECT_GT(b_->dev.counters()[Counter::kNpCnpSent], 0u);
+  EXPECT_EQ(a_->dev.counters()[Counter::kRpCnpHandled], b_->dev.counters()[Counter::kNpCnpSent]);
+  EXPECT_EQ(io(*b_).impair_queue_marked, 0u);  // B was opened without the variable
+}
+
 TEST_F(ImpairUdpTest, AMalformedSpecFailsOpenWithItsOneLineError) {
   ScopedEnv e({{"UROCE_IMPAIR", "loss=2%,delay=50"}});
   auto d = Device::open(loopback_options(pick_udp_port(), registry_.path()));

@@ -132,31 +132,115 @@ TEST(ImpairSpec, MalformedItemsAndKeys) {
             "UROCE_IMPAIR: empty item (two commas in a row, or a comma at an end)");
   EXPECT_EQ(parse_err(",loss=1%"),
             "UROCE_IMPAIR: empty item (two commas in a row, or a comma at an end)");
-  EXPECT_EQ(parse_err("lost=1%"),
-            "UROCE_IMPAIR: unknown key 'lost'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
-            "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit");
-  EXPECT_EQ(parse_err("LOSS=1%"),
-            "UROCE_IMPAIR: unknown key 'LOSS'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
-            "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit");
-  EXPECT_EQ(parse_err(" loss=1%"),
-            "UROCE_IMPAIR: unknown key ' loss'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
-            "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit");
-  EXPECT_EQ(parse_err("=1%"),
-            "UROCE_IMPAIR: unknown key ''; known keys: loss, ge_p, ge_r, ge_bad_loss, "
-            "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit");
+  EXPECT_EQ(
+      parse_err("lost=1%"),
+      "UROCE_IMPAIR: unknown key 'lost'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
+      "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit, rate, queue, "
+      "kmin, kmax, pmax");
+  EXPECT_EQ(
+      parse_err("LOSS=1%"),
+      "UROCE_IMPAIR: unknown key 'LOSS'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
+      "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit, rate, queue, "
+      "kmin, kmax, pmax");
+  EXPECT_EQ(
+      parse_err(" loss=1%"),
+      "UROCE_IMPAIR: unknown key ' loss'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
+      "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit, rate, queue, "
+      "kmin, kmax, pmax");
+  EXPECT_EQ(
+      parse_err("=1%"),
+      "UROCE_IMPAIR: unknown key ''; known keys: loss, ge_p, ge_r, ge_bad_loss, "
+      "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit, rate, queue, "
+      "kmin, kmax, pmax");
   EXPECT_EQ(parse_err("loss=1%,loss=2%"), "UROCE_IMPAIR: loss is given twice");
   // Control bytes are shown escaped: the error stays one line.
-  EXPECT_EQ(parse_err("lo\nss=1%"),
-            "UROCE_IMPAIR: unknown key 'lo\\x0Ass'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
-            "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit");
+  EXPECT_EQ(
+      parse_err("lo\nss=1%"),
+      "UROCE_IMPAIR: unknown key 'lo\\x0Ass'; known keys: loss, ge_p, ge_r, ge_bad_loss, "
+      "ge_good_loss, delay, jitter, reorder, dup, corrupt, ce, seed, dir, limit, rate, queue, "
+      "kmin, kmax, pmax");
 }
 
-TEST(ImpairSpec, BottleneckKeysAreRefusedNotIgnored) {
-  for (const char* key : {"rate", "queue", "kmin", "kmax", "pmax"}) {
+TEST(ImpairSpec, Bottleneck) {
+  const ImpairSpec s = parse_ok("rate=50mbit,queue=200KB,kmin=20KB,kmax=100KB,pmax=0.2");
+  ASSERT_TRUE(s.bottleneck);
+  EXPECT_TRUE(s.active());  // a bottleneck alone impairs
+  EXPECT_TRUE(s.impairs_tx());
+  EXPECT_EQ(s.bottleneck->rate, 6'250'000u);  // bytes/s
+  EXPECT_EQ(s.bottleneck->queue, 204'800u);
+  EXPECT_EQ(s.bottleneck->kmin, 20'480u);
+  EXPECT_EQ(s.bottleneck->kmax, 102'400u);
+  EXPECT_EQ(s.bottleneck->pmax, 200'000'000u);
+  EXPECT_EQ(format_impair_spec(s), "rate=50mbit,queue=200KB,kmin=20KB,kmax=100KB,pmax=20%");
+  // pmax as a fraction or a percentage; the same units as `uroce switch` (src/fabric/units).
+  EXPECT_EQ(parse_ok("rate=1gbit,kmin=1,kmax=2,pmax=20%").bottleneck->pmax, 200'000'000u);
+  EXPECT_EQ(parse_ok("rate=1gbit,kmin=1,kmax=2,pmax=1").bottleneck->pmax, kCertain);
+  EXPECT_EQ(parse_ok("rate=1gbit,kmin=1,kmax=2,pmax=0.000000001").bottleneck->pmax, 1u);
+  EXPECT_EQ(parse_ok("rate=1gbit").bottleneck->rate, 125'000'000u);
+  EXPECT_EQ(parse_ok("rate=1gbit").bottleneck->queue, 512u * 1024);  // the default
+  EXPECT_EQ(parse_ok("rate=1gbit").bottleneck->pmax, 0u);            // no RED
+  EXPECT_EQ(parse_ok("rate=500kbit").bottleneck->rate, 62'500u);
+  EXPECT_EQ(parse_ok("rate=125mbps").bottleneck->rate, 125'000'000u);  // bytes/s, as tc
+  EXPECT_EQ(parse_ok("rate=1000000bit").bottleneck->rate, 125'000u);
+  EXPECT_EQ(parse_ok("rate=1gbit,queue=2MB").bottleneck->queue, 2u << 20);
+  EXPECT_EQ(parse_ok("rate=1gbit,queue=1500").bottleneck->queue, 1500u);
+  // kmax may equal queue.
+  EXPECT_EQ(parse_ok("rate=1gbit,queue=100KB,kmin=0,kmax=100KB,pmax=0.5").bottleneck->kmax,
+            102'400u);
+  for (const char* text :
+       {"rate=50mbit", "rate=125kbit", "rate=1234kbit", "rate=1000008bit", "rate=2gbit,queue=1500",
+        "rate=1gbit,queue=3MB,kmin=0,kmax=3MB,pmax=0.0000001%", "loss=1%,dir=both,rate=10mbit"}) {
+    ImpairSpec a;
+    ASSERT_EQ(parse_impair_spec("UROCE_IMPAIR", text, a), "") << text;
+    EXPECT_EQ(format_impair_spec(a), text);
+  }
+}
+
+TEST(ImpairSpec, MalformedBottleneck) {
+  EXPECT_EQ(parse_err("rate=fast"),
+            "UROCE_IMPAIR: rate: 'fast' is not a rate; write rate=R above 0 and at most 10tbit "
+            "like tc: 1gbit, 100mbit, 500kbit, or bytes/s as 125mbps");
+  for (const char* v : {"0", "unlimited", "1bit", "-1mbit", "1gbits", "11tbit", ""}) {
+    EXPECT_NE(parse_err(std::string("rate=") + v).find("is not a rate"), std::string::npos) << v;
+  }
+  EXPECT_EQ(parse_err("rate=1gbit,queue=lots"),
+            "UROCE_IMPAIR: queue: 'lots' is not a size; write queue=N in bytes with an optional "
+            "KB or MB (e.g. queue=200KB)");
+  EXPECT_EQ(parse_err("rate=1gbit,queue=0"),
+            "UROCE_IMPAIR: queue: 0 bytes holds no packet; give at least one packet's size");
+  EXPECT_EQ(parse_err("rate=1gbit,kmin=1,kmax=2,pmax=0"),
+            "UROCE_IMPAIR: pmax: '0' is not a probability above 0; write pmax=F with F in (0, 1] "
+            "or P% (e.g. pmax=0.2 or pmax=20%)");
+  for (const char* v : {"1.5", "101%", "0%", "-0.1", ".2", "0.2x", "1e-1"}) {
+    EXPECT_NE(
+        parse_err(std::string("rate=1gbit,kmin=1,kmax=2,pmax=") + v).find("is not a probability"),
+        std::string::npos)
+        << v;
+  }
+  for (const char* key : {"queue", "kmin", "kmax", "pmax"}) {
     EXPECT_EQ(parse_err(std::string("loss=1%,") + key + "=1"),
               std::string("UROCE_IMPAIR: ") + key +
-                  ": the bottleneck queue (rate, queue, kmin, kmax, pmax) is not supported yet");
+                  " needs rate: it belongs to the bottleneck queue (e.g. "
+                  "rate=100mbit,queue=200KB,kmin=20KB,kmax=100KB,pmax=0.2)");
   }
+  EXPECT_EQ(parse_err("rate=1gbit,kmin=20KB,pmax=0.2"),
+            "UROCE_IMPAIR: kmax is missing: RED/ECN marking needs kmin, kmax and pmax together "
+            "(e.g. kmin=20KB,kmax=100KB,pmax=0.2)");
+  EXPECT_EQ(parse_err("rate=1gbit,kmax=20KB,pmax=0.2"),
+            "UROCE_IMPAIR: kmin is missing: RED/ECN marking needs kmin, kmax and pmax together "
+            "(e.g. kmin=20KB,kmax=100KB,pmax=0.2)");
+  EXPECT_EQ(parse_err("rate=1gbit,kmin=100KB,kmax=20KB,pmax=0.2"),
+            "UROCE_IMPAIR: kmin: 102400 bytes is not below kmax (20480 bytes); marking ramps "
+            "from kmin up to kmax");
+  EXPECT_EQ(parse_err("rate=1gbit,kmin=20KB,kmax=20KB,pmax=0.2"),
+            "UROCE_IMPAIR: kmin: 20480 bytes is not below kmax (20480 bytes); marking ramps "
+            "from kmin up to kmax");
+  EXPECT_EQ(parse_err("rate=1gbit,queue=100KB,kmin=20KB,kmax=200KB,pmax=0.2"),
+            "UROCE_IMPAIR: kmax: 204800 bytes exceeds queue (102400 bytes); make kmax at most "
+            "queue");
+  EXPECT_EQ(parse_err("rate=1gbit,rate=2gbit"), "UROCE_IMPAIR: rate is given twice");
+  // Control bytes in a value stay escaped: one line.
+  EXPECT_EQ(parse_err("rate=1\ngbit").find('\n'), std::string::npos);
 }
 
 TEST(ImpairSpec, MalformedPercentages) {
