@@ -105,17 +105,27 @@ double typical_usec(const PerfRun& r) {
 
 TEST_F(CliImpair, TwoMillisecondsEachWayRaiseWriteLatByTwoMilliseconds) {
   const std::vector<std::string> lat = {"-s", "64", "-n", "200", "--json"};
-  const PerfRun plain = perf("write_lat", {}, lat, next_port());
-  ASSERT_EQ(plain.client_rc, 0) << plain.client_err;
   std::vector<std::string> delayed_client = lat;
   delayed_client.insert(delayed_client.end(), {"--impair", "delay=2ms"});
-  const PerfRun delayed = perf("write_lat", {"--impair", "delay=2ms"}, delayed_client, next_port());
-  ASSERT_EQ(delayed.client_rc, 0) << delayed.client_err;
-  ASSERT_EQ(delayed.server_rc, 0) << delayed.server_err;
-  // perftest's latency is half the round trip, and each side holds what it sends 2 ms.
-  const double added = typical_usec(delayed) - typical_usec(plain);
-  EXPECT_GT(added, 1900.0) << typical_usec(plain) << " -> " << typical_usec(delayed);
-  EXPECT_LT(added, 3000.0) << typical_usec(plain) << " -> " << typical_usec(delayed);
+  // perftest's latency is half the round trip, and each side holds what it sends 2 ms: the
+  // delayed run can never be under 2000 us. Load on a shared machine only ever adds time, so
+  // the upper bound (no more than 3 ms added) gets three tries of the pair of runs.
+  std::string seen;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const PerfRun plain = perf("write_lat", {}, lat, next_port());
+    ASSERT_EQ(plain.client_rc, 0) << plain.client_err;
+    const PerfRun delayed =
+        perf("write_lat", {"--impair", "delay=2ms"}, delayed_client, next_port());
+    ASSERT_EQ(delayed.client_rc, 0) << delayed.client_err;
+    ASSERT_EQ(delayed.server_rc, 0) << delayed.server_err;
+    const double base = typical_usec(plain);
+    const double with_delay = typical_usec(delayed);
+    ASSERT_GT(base, 0.0) << plain.client_out;
+    ASSERT_GE(with_delay, 2000.0) << base << " -> " << with_delay;
+    if (with_delay - base < 3000.0) return;
+    seen += std::to_string(base) + " -> " + std::to_string(with_delay) + "; ";
+  }
+  ADD_FAILURE() << "2 ms each way added 3 ms or more to write_lat in three tries: " << seen;
 }
 
 TEST_F(CliImpair, CeMarksWithDcqcnMakeTheServerSendCnps) {
