@@ -11,13 +11,8 @@
 namespace uroce::cli {
 
 void add_impair_option(CLI::App& app) {
-  for (const char* name : {"perf", "pingpong"}) {
-    CLI::App* sub = nullptr;
-    try {
-      sub = app.get_subcommand(name);
-    } catch (const CLI::OptionNotFound&) {
-      continue;
-    }
+  for_each_device_command(app, [](CLI::App& cmd) {
+    CLI::App* sub = &cmd;
     sub->add_option_function<std::string>(
            "--impair",
            [](const std::string& v) {
@@ -29,7 +24,7 @@ void add_impair_option(CLI::App& app) {
            },
            "Impair this process's RoCE packets, e.g. loss=2%,delay=50us (docs/impairment.md)")
         ->type_name("SPEC");
-  }
+  });
 }
 
 }  // namespace uroce::cli

@@ -10,13 +10,8 @@
 namespace uroce::cli {
 
 void add_telemetry_options(CLI::App& app) {
-  for (const char* name : {"perf", "pingpong"}) {
-    CLI::App* sub = nullptr;
-    try {
-      sub = app.get_subcommand(name);
-    } catch (const CLI::OptionNotFound&) {
-      continue;
-    }
+  for_each_device_command(app, [](CLI::App& cmd) {
+    CLI::App* sub = &cmd;
     sub->add_option_function<std::string>(
            "--metrics", [](const std::string& v) { setenv("UROCE_METRICS", v.c_str(), 1); },
            "Serve Prometheus metrics on ADDR:PORT (GET /metrics) while running")
@@ -25,7 +20,7 @@ void add_telemetry_options(CLI::App& app) {
            "--capture", [](const std::string& v) { setenv("UROCE_CAPTURE", v.c_str(), 1); },
            "Write every RoCE packet sent and received to this pcap file")
         ->type_name("FILE.pcap");
-  }
+  });
 }
 
 }  // namespace uroce::cli
