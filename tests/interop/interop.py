@@ -183,7 +183,10 @@ class Harness:
         select.select([tcpdump.stderr], [], [], 10)
         nft = None
         if case.loss_percent:
-            rule = "udp dport 4791 numgen random mod 100 < %d drop" % case.loss_percent
+            quota = ("quota until %d bytes " % case.loss_until_bytes
+                     if case.loss_until_bytes else "")
+            # Two rules, two anonymous quotas: each direction gets its own loss window.
+            rule = "udp dport 4791 %snumgen random mod 100 < %d drop" % (quota, case.loss_percent)
             nft = ("table ip uroce_loss {\n"
                    "  chain rx { type filter hook input priority 0; %s; }\n"
                    "  chain tx { type filter hook output priority 0; %s; }\n"
