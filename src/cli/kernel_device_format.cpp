@@ -1,12 +1,12 @@
 #include "cli/kernel_device_format.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
 
-#include "cli/devinfo_format.hpp"
 #include "kdev/kernel_counters.hpp"
 #include "telemetry/device_telemetry.hpp"
 
@@ -66,6 +66,19 @@ void put(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
 std::string mtu_line(uint32_t bytes) {
   if (bytes == 0) return "unknown (sysfs has no MTU and rdma-core's libibverbs could not tell)";
   return fmt::format("{} ({})", bytes, kdev::mtu_enum(bytes));
+}
+
+// ibv_devinfo's GID line (rdma-core libibverbs/examples/devinfo.c print_formated_gid): a
+// RoCE v2 GID as inet_ntop writes it ("fe80::5054:ff:fe77:2", "::ffff:10.77.0.2"), a RoCE
+// v1 one in eight groups of four hex digits, then ", RoCE v1" / ", RoCE v2".
+std::string devinfo_gid_line(const kdev::KernelGid& g) {
+  if (g.roce_v2()) {
+    char text[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, g.gid.data(), text, sizeof text);
+    return std::string(text) + ", RoCE v2";
+  }
+  if (g.type == "IB/RoCE v1" || g.type == "RoCE v1") return kdev::gid_text(g.gid) + ", RoCE v1";
+  return kdev::gid_text(g.gid) + ", " + g.type;
 }
 
 }  // namespace
@@ -154,7 +167,7 @@ std::string format_kernel_devinfo(const kdev::KernelDevice& d, int port, bool ve
       put(out, "\t\t\tnetdev:\t\t\t{}\n", p.netdev.empty() ? "none" : p.netdev);
     }
     for (const kdev::KernelGid& g : p.gids) {
-      put(out, "\t\t\tGID[{:>3}]:\t\t{}, {}\n", g.index, devinfo_gid_text(g.gid), g.type);
+      put(out, "\t\t\tGID[{:>3}]:\t\t{}\n", g.index, devinfo_gid_line(g));
     }
     put(out, "\n");
   }

@@ -111,9 +111,9 @@ TEST_F(KernelDeviceCli, DevinfoOfTheMlx5Tree) {
             "\t\t\tmax_mtu:\t\t4096 (5)\n"
             "\t\t\tactive_mtu:\t\t4096 (5)\n"
             "\t\t\tlink_layer:\t\tEthernet\n"
-            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:ba59:9fff:fed4:2c1e, IB/RoCE v1\n"
-            "\t\t\tGID[  1]:\t\tfe80:0000:0000:0000:ba59:9fff:fed4:2c1e, RoCE v2\n"
-            "\t\t\tGID[  2]:\t\t::ffff:192.168.10.11, IB/RoCE v1\n"
+            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:ba59:9fff:fed4:2c1e, RoCE v1\n"
+            "\t\t\tGID[  1]:\t\tfe80::ba59:9fff:fed4:2c1e, RoCE v2\n"
+            "\t\t\tGID[  2]:\t\t0000:0000:0000:0000:0000:ffff:c0a8:0a0b, RoCE v1\n"
             "\t\t\tGID[  3]:\t\t::ffff:192.168.10.11, RoCE v2\n"
             "\n");
   const Result l = uroce({"devinfo", "-l", "-d", "mlx5_0"});

@@ -125,14 +125,14 @@ TEST(KernelDevice, DevinfoOfTheRxeTree) {
             "\t\t\tphys_state:\t\tLINK_UP (5)\n"
             "\t\t\trate:\t\t\t10 Gb/sec (1X QDR)\n"
             "\t\t\tnetdev:\t\t\teth0\n"
-            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:5054:00ff:fe77:0002, RoCE v2\n"
+            "\t\t\tGID[  0]:\t\tfe80::5054:ff:fe77:2, RoCE v2\n"
             "\t\t\tGID[  1]:\t\t::ffff:10.77.0.2, RoCE v2\n"
             "\n");
   const std::string mlx5 = format_kernel_devinfo(device(tree("mlx5"), "mlx5_0"), 1, false);
   EXPECT_NE(mlx5.find("\tfw_ver:\t\t\t\t22.36.1010\n\tnode_guid:\t\t\tb859:9f03:00d4:2c1e\n"),
             std::string::npos);
   EXPECT_NE(mlx5.find("\tkernel_driver:\t\t\tmlx5_core\n"), std::string::npos);
-  EXPECT_NE(mlx5.find("\t\t\tGID[  2]:\t\t::ffff:192.168.10.11, IB/RoCE v1\n"
+  EXPECT_NE(mlx5.find("\t\t\tGID[  2]:\t\t0000:0000:0000:0000:0000:ffff:c0a8:0a0b, RoCE v1\n"
                       "\t\t\tGID[  3]:\t\t::ffff:192.168.10.11, RoCE v2\n"),
             std::string::npos);
   EXPECT_EQ(mlx5.find("phys_state"), std::string::npos);  // -v only
