@@ -123,7 +123,7 @@ TEST(KernelDevice, DevinfoOfTheRxeTree) {
             "\t\t\tactive_mtu:\t\t4096 (5)\n"
             "\t\t\tlink_layer:\t\tEthernet\n"
             "\t\t\tphys_state:\t\tLINK_UP (5)\n"
-            "\t\t\trate:\t\t\t10 Gb/sec (1X QDR)\n"
+            "\t\t\trate:\t\t\t2.5 Gb/sec (1X SDR)\n"
             "\t\t\tnetdev:\t\t\teth0\n"
             "\t\t\tGID[  0]:\t\tfe80::5054:ff:fe77:2, RoCE v2\n"
             "\t\t\tGID[  1]:\t\t::ffff:10.77.0.2, RoCE v2\n"
