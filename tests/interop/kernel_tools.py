@@ -17,9 +17,11 @@ SYS = "/sys/class/infiniband/rxe0/ports/1"
 
 def _sysfs_gids(guest):
     """{index: (gid, type, ndev)} of the non-zero GIDs, read with cat in the guest."""
-    r = guest.run("cd %s && for f in gids/*; do i=${f#gids/}; g=$(cat $f); "
-                  "[ $g = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue; "
-                  "echo \"$i $g $(cat gid_attrs/ndevs/$i) $(cat gid_attrs/types/$i)\"; done" % SYS, 20)
+    # One grep over the 1024 entries (a cat per file takes ~20 s in a TCG guest), then the
+    # attributes of the non-zero ones.
+    r = guest.run("cd %s && for i in $(cd gids && grep -v -x -H 0000:0000:0000:0000:0000:0000:0000:0000 * "
+                  "| cut -d: -f1); do echo \"$i $(cat gids/$i) $(cat gid_attrs/ndevs/$i) "
+                  "$(cat gid_attrs/types/$i)\"; done" % SYS, 20)
     out = {}
     for line in r["out"].splitlines():
         i, g, ndev, typ = line.split(" ", 3)
