@@ -3,8 +3,12 @@
 // named. Opens each device (binding its UDP sockets) so what it prints is what an
 // application would get from query_device/port/gid. -v adds the congestion control in effect
 // (UROCE_CC/UROCE_DCQCN, or --cc/--dcqcn as a run would take them).
+//
+// Kernel RDMA devices (rxe, mlx5, ...) follow uroce's, with what sysfs and ibv_query_port
+// (through rdma-core's own libibverbs) say of them (kernel_device_format.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,7 +16,9 @@
 #include "cli/cc_options.hpp"
 #include "cli/command.hpp"
 #include "cli/devinfo_format.hpp"
+#include "cli/kernel_device_format.hpp"
 #include "cli/verbs_setup.hpp"
+#include "kdev/kernel_device.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -68,30 +74,55 @@ int run_devinfo(DevinfoOptions& o) {
     fmt::print(stderr, "uroce devinfo: {}\n", cc);
     return kExitUsage;
   }
+  std::vector<kdev::KernelDevice> kernel = kdev::read_kernel_devices(kdev::sysfs_root());
   std::string error;
   auto devices = cli_host_devices({}, error);
-  if (!devices) {
+  if (!devices && kernel.empty()) {
     fmt::print(stderr, "uroce devinfo: {}\n", error);
     return kExitFailure;
   }
+  std::vector<net::HostDevice> host =
+      devices ? std::move(*devices) : std::vector<net::HostDevice>{};
   std::vector<std::string> names;
+  std::vector<const kdev::KernelDevice*> kernel_shown;
+  const auto k = std::find_if(kernel.begin(), kernel.end(),
+                              [&](const kdev::KernelDevice& d) { return d.name == o.device; });
   if (o.device.empty()) {
-    for (const net::HostDevice& d : *devices) names.push_back(d.name);
-  } else if (const net::HostDevice* d = net::find_host_device(*devices, o.device)) {
+    for (const net::HostDevice& d : host) names.push_back(d.name);
+    for (const kdev::KernelDevice& d : kernel) kernel_shown.push_back(&d);
+  } else if (k != kernel.end()) {
+    kernel_shown.push_back(&*k);
+  } else if (const net::HostDevice* d = net::find_host_device(host, o.device)) {
     names.push_back(d->name);
   } else {
-    fmt::print(stderr, "uroce devinfo: IB device {} not found; uroce provides {}\n", o.device,
-               net::device_names(*devices));
+    fmt::print(stderr, "uroce devinfo: IB device {} not found; uroce provides {}{}\n", o.device,
+               net::device_names(host),
+               kernel.empty() ? std::string()
+                              : "; kernel RDMA devices: " + kdev::kernel_device_names(kernel));
     return kExitUsage;
   }
+  for (const kdev::KernelDevice* d : kernel_shown) {
+    if (o.port > static_cast<int>(d->ports.size())) {
+      fmt::print(stderr, "uroce devinfo: {} has {} port(s); -i {} does not exist (use -i 1{})\n",
+                 d->name, d->ports.size(), o.port,
+                 d->ports.size() > 1 ? fmt::format(" .. -i {}", d->ports.size()) : "");
+      return kExitUsage;
+    }
+  }
   if (o.list) {
-    fmt::print("{} HCA{} found:\n", names.size(), names.size() == 1 ? "" : "s");
-    for (const std::string& n : names) fmt::print("\t{}\n", n);
+    const size_t n = names.size() + kernel_shown.size();
+    fmt::print("{} HCA{} found:\n", n, n == 1 ? "" : "s");
+    for (const std::string& name : names) fmt::print("\t{}\n", name);
+    for (const kdev::KernelDevice* d : kernel_shown) fmt::print("\t{}\n", d->name);
     fmt::print("\n");
     return kExitOk;
   }
   for (const std::string& n : names) {
     if (const int rc = print_device(o, n); rc != kExitOk) return rc;
+  }
+  for (const kdev::KernelDevice* d : kernel_shown) {
+    const std::string text = format_kernel_devinfo(*d, o.port, o.verbose);
+    std::fwrite(text.data(), 1, text.size(), stdout);
   }
   return kExitOk;
 }

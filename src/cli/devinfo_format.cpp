@@ -1,6 +1,7 @@
 // ibv_devinfo layout: see devinfo_format.hpp.
 #include "cli/devinfo_format.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -172,15 +173,12 @@ void put_cc(std::string& out, const transport::CcConfig& cc, std::span<const Dev
 
 }  // namespace
 
+// rdma-core's devinfo.c prints a RoCE v2 GID with inet_ntop (what Debian's ibv_devinfo shows
+// for rxe0 in the interop guest, and for uroce's devices over the drop-in: "::1").
 std::string devinfo_gid_text(const device::Gid& g) {
-  const bool v4_mapped = std::all_of(g.begin(), g.begin() + 10, [](uint8_t b) { return b == 0; }) &&
-                         g[10] == 0xff && g[11] == 0xff;
-  if (v4_mapped) return fmt::format("::ffff:{}.{}.{}.{}", g[12], g[13], g[14], g[15]);
-  return fmt::format(
-      "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:"
-      "{:02x}{:02x}",
-      g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13], g[14],
-      g[15]);
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, g.data(), text, sizeof text);
+  return text;
 }
 
 std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,

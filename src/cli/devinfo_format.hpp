@@ -31,8 +31,8 @@ struct DevinfoPort {
                                          std::span<const DevinfoPort> ports, bool verbose,
                                          const transport::CcConfig* cc = nullptr);
 
-// "fe80:0000:0000:0000:0000:00ff:fe00:0001" (ibv_devinfo) or "::ffff:192.0.2.2" for an
-// IPv4-mapped GID.
+// The GID as ibv_devinfo prints a RoCE v2 one (inet_ntop): "fe80::ff:fe00:1",
+// "::ffff:192.0.2.2" for an IPv4-mapped GID.
 [[nodiscard]] std::string devinfo_gid_text(const device::Gid& gid);
 
 }  // namespace uroce::cli

@@ -67,6 +67,10 @@ void pairs(std::string& out, const std::vector<std::string>& names,
 }
 
 std::string who(const DeviceSnapshot& snap, const StatView& view) {
+  // A kernel device's port (sysfs): no process, its driver instead.
+  if (!snap.kernel_driver.empty()) {
+    return fmt::format("link {}/{} kernel ({})", snap.device, snap.port_num, snap.kernel_driver);
+  }
   return view.program.empty()
              ? fmt::format("link {}/1 pid {}", snap.device, snap.pid)
              : fmt::format("link {}/1 pid {} ({})", snap.device, snap.pid, view.program);
@@ -151,8 +155,9 @@ nlohmann::json stat_json(const DeviceSnapshot& snap, const StatView& view) {
   };
   nlohmann::json j;
   j["device"] = snap.device;
-  j["port"] = 1;
+  j["port"] = snap.port_num;
   j["pid"] = snap.pid;
+  if (!snap.kernel_driver.empty()) j["kernel_driver"] = snap.kernel_driver;
   j["program"] = view.program;
   j["published_unix_ns"] = snap.published_unix_ns;
   if (!view.qpn) j["counters"] = counters(snap.values);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -48,17 +49,31 @@ std::string render_prometheus(const std::vector<DeviceSnapshot>& snaps, uint64_t
   out.reserve(16384);
   auto b = std::back_inserter(out);
   if (snaps.empty()) return out;
-  const std::vector<std::string>& names = snaps.front().names;
+  // Every snapshot of one process has the same names (one build); a kernel device's port
+  // (pid 0, read from sysfs by `uroce stat --metrics`) has its driver's. The families are the
+  // union, in first-seen order; a snapshot only gets a sample for the names it has.
+  std::vector<std::string> names;
+  for (const DeviceSnapshot& s : snaps) {
+    for (const std::string& n : s.names) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  auto has = [](const DeviceSnapshot& s, const std::string& n) {
+    return std::find(s.names.begin(), s.names.end(), n) != s.names.end();
+  };
 
-  // Every snapshot of one process has the same names (one build), so family by family.
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i].starts_with(kDropPrefix)) continue;
     const std::string base = metric_base(names[i]);
     const std::string dev_name = "uroce_" + base + "_total";
     family(out, dev_name, "counter", fmt::format("Device counter {} (rxe/mlx5 name)", names[i]));
+    bool of_process = false;
     for (const DeviceSnapshot& s : snaps) {
+      if (!has(s, names[i])) continue;
+      of_process = of_process || s.pid != 0;
       fmt::format_to(b, "{}{{device=\"{}\"}} {}\n", dev_name, esc(s.device), s.value(names[i]));
     }
+    if (!of_process) continue;  // kernel devices have no per-QP counters in sysfs
     const std::string qp_name = "uroce_qp_" + base + "_total";
     family(out, qp_name, "counter", fmt::format("Per-QP counter {}", names[i]));
     for (const DeviceSnapshot& s : snaps) {
@@ -72,7 +87,7 @@ std::string render_prometheus(const std::vector<DeviceSnapshot>& snaps, uint64_t
   family(out, "uroce_rx_drops_total", "counter", "Received packets dropped, by reason");
   for (const DeviceSnapshot& s : snaps) {
     for (const std::string& n : names) {
-      if (!n.starts_with(kDropPrefix)) continue;
+      if (!n.starts_with(kDropPrefix) || !has(s, n)) continue;
       fmt::format_to(b, "uroce_rx_drops_total{{device=\"{}\",reason=\"{}\"}} {}\n", esc(s.device),
                      n.substr(kDropPrefix.size()), s.value(n));
     }

@@ -41,7 +41,9 @@ struct QpSnapshot {
 
 struct DeviceSnapshot {
   std::string device;
-  int pid = 0;
+  int pid = 0;  // 0: a kernel RDMA device's port read from sysfs (no process)
+  uint8_t port_num = 1;
+  std::string kernel_driver;  // a kernel device: its driver ("rxe", "mlx5_core"); "" for uroce
   uint64_t published_unix_ns = 0;
   uint64_t qp_overflow = 0;
   std::vector<std::string> names;

@@ -86,6 +86,7 @@ class Process {
   }
   [[nodiscard]] std::string out() const { return read_file(dir_ + "/out"); }
   [[nodiscard]] std::string err() const { return read_file(dir_ + "/err"); }
+  [[nodiscard]] pid_t pid() const { return pid_; }
 
  private:
   std::string dir_;

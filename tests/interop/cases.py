@@ -7,6 +7,8 @@ LD_LIBRARY_PATH=build/lib).
 """
 import re
 
+import kernel_tools
+
 GUEST_DEV = "rxe0"
 HOST_DEV = "uroce_br0"  # one device per netdev, as rxe_<netdev>; port 1
 GID = 1  # rxe-style GID table: index 1 is the IPv4-mapped address on both sides
@@ -164,9 +166,12 @@ def matrix(subset=False):
                 + perftest_cases(mtus=(4096,), sizes=(8,), tests=("ib_send_lat",))
                 + imm_cases()[:2]
                 + [c for c in pingpong_cases(loss=5, only=("rc",))]
-                + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw",), loss=5, iters=200))
+                + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw",), loss=5, iters=200)
+                + kernel_tools.cases())
     return (pingpong_cases() + perftest_cases() + imm_cases()
             + pingpong_cases(loss=5, only=("rc",))
             + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw", "ib_read_bw"),
                              loss=5, iters=200)
-            + imm_cases(loss=5))
+            + imm_cases(loss=5)
+            # Last: the earlier cases have moved rxe0's counters for `uroce stat` to show.
+            + kernel_tools.cases())

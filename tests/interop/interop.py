@@ -242,6 +242,15 @@ class Harness:
                 "server": server, "client": client, "pcap": pcap, "retransmits": dump["retransmits"],
                 "capture_drops": capture_drops}
 
+    def run_guest_check(self, guest, case):
+        """A kernel_tools case: commands and their checks, no server/client and no capture."""
+        t0 = time.time()
+        problems = case.run(guest, self)
+        empty = {"rc": 0, "out": "", "err": "", "timed_out": False}
+        return {"name": case.name, "ok": not problems, "problems": problems,
+                "seconds": round(time.time() - t0, 1), "packets": 0, "retransmits": 0,
+                "server": empty, "client": empty, "pcap": None}
+
     @staticmethod
     def where(case, side):
         return case.server if side == "server" else ("host" if case.server == "guest" else "guest")
@@ -277,7 +286,32 @@ class Harness:
         return {"problems": problems, "packets": packets, "retransmits": retransmits}
 
 
-def build_overlay(repo, workdir):
+def add_uroce(root, build):
+    """build/bin/uroce and the libraries it links (ldd) into the overlay, for kernel_tools.py.
+
+    Host and guest are Debian 12, but the guest holds only its few packages: every library
+    uroce needs except glibc's own goes to /usr/local/lib/uroce, and /usr/local/bin/uroce
+    runs the binary with that directory on LD_LIBRARY_PATH (rdma-core's libibverbs, which
+    uroce dlopens by full path for the port MTUs, stays the guest's).
+    """
+    libdir = os.path.join(root, "usr/local/lib/uroce")
+    os.makedirs(libdir, exist_ok=True)
+    binary = os.path.join(build, "bin", "uroce")
+    shutil.copy(binary, os.path.join(libdir, "uroce"))
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    for m in re.finditer(r"=>\s+(/\S+)", ldd):
+        path = m.group(1)
+        name = os.path.basename(path)
+        if re.match(r"(libc|libm|libdl|libpthread|librt|ld-linux.*)\.so", name):
+            continue
+        shutil.copy(path, os.path.join(libdir, name))
+    wrapper = os.path.join(root, "usr/local/bin/uroce")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nLD_LIBRARY_PATH=/usr/local/lib/uroce exec /usr/local/lib/uroce/uroce \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+
+
+def build_overlay(repo, workdir, build):
     """Per-run cpio appended to the cached image: test programs compiled on the host."""
     root = os.path.join(workdir, "overlay")
     os.makedirs(os.path.join(root, "usr/local/bin"), exist_ok=True)
@@ -285,6 +319,7 @@ def build_overlay(repo, workdir):
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
                     os.path.join(repo, "tests/interop/imm_pingpong.c"), "-libverbs"], check=True)
     shutil.copy(out, os.path.join(workdir, "imm_pingpong"))
+    add_uroce(root, build)
     cpio = os.path.join(workdir, "overlay.cpio")
     files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=root, capture_output=True,
                            text=True, check=True).stdout
@@ -322,7 +357,7 @@ def main():
         for c in selected:
             print(c.name)
         return 0
-    overlay = build_overlay(args.repo, workdir)
+    overlay = build_overlay(args.repo, workdir, args.build)
     t0 = time.time()
     guest = Guest(args.image, workdir, overlay)
     results = []
@@ -335,7 +370,10 @@ def main():
         for case in selected:
             for attempt in (1, 2, 3):
                 try:
-                    res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
+                    if getattr(case, "guest_only", False):
+                        res = h.run_guest_check(guest, case)
+                    else:
+                        res = h.run_case(guest, case, os.path.join(outdir, case.name + ".pcap"))
                 except Exception as e:  # one broken case must not hide the others' results
                     empty = {"rc": None, "out": "", "err": "", "timed_out": False}
                     res = {"name": case.name, "ok": False, "problems": ["harness: %r" % (e,)],

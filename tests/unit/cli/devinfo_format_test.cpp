@@ -52,7 +52,7 @@ TEST(DevinfoFormat, MatchesIbvDevinfoLayout) {
             "\t\t\tport_lid:\t\t0\n"
             "\t\t\tport_lmc:\t\t0x00\n"
             "\t\t\tlink_layer:\t\tEthernet\n"
-            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0000:0000:0000:0001, RoCE v2\n"
+            "\t\t\tGID[  0]:\t\tfe80::1, RoCE v2\n"
             "\t\t\tGID[  1]:\t\t::ffff:192.0.2.2, RoCE v2\n"
             "\n");
 }

@@ -94,6 +94,30 @@ TEST(PrometheusTest, KernelDropsAreACounter) {
   EXPECT_TRUE(has_line(t, "uroce_rx_discards_total{device=\"uroce_lo\"} 12"));
 }
 
+// A kernel device's port (`uroce stat --metrics`: pid 0, its driver's counter names) beside a
+// uroce process: the families are the union, each snapshot has samples only for its own
+// names, and the kernel one no per-QP families or drop reasons it does not have.
+TEST(PrometheusTest, KernelDevicePortBesideAProcess) {
+  DeviceSnapshot k;
+  k.device = "mlx5_0";
+  k.pid = 0;
+  k.kernel_driver = "mlx5_core";
+  k.names = {"sent_pkts", "np_cnp_sent", "port_xmit_wait"};
+  k.values = {100, 7, 15};
+  k.published_unix_ns = 1'000'000'000;
+  const std::string t = render_prometheus({snapshot(), k}, 1'500'000'000);
+  EXPECT_TRUE(has_line(t, "uroce_sent_pkts_total{device=\"uroce_lo\"} 10"));
+  EXPECT_TRUE(has_line(t, "uroce_sent_pkts_total{device=\"mlx5_0\"} 100"));
+  EXPECT_TRUE(has_line(t, "# TYPE uroce_np_cnp_sent_total counter"));
+  EXPECT_TRUE(has_line(t, "uroce_np_cnp_sent_total{device=\"mlx5_0\"} 7"));
+  EXPECT_TRUE(has_line(t, "uroce_port_xmit_wait_total{device=\"mlx5_0\"} 15"));
+  EXPECT_EQ(t.find("uroce_port_xmit_wait_total{device=\"uroce_lo\"}"), std::string::npos);
+  EXPECT_EQ(t.find("uroce_sent_bytes_total{device=\"mlx5_0\"}"), std::string::npos);
+  EXPECT_EQ(t.find("uroce_qp_port_xmit_wait_total"), std::string::npos);
+  EXPECT_EQ(t.find("uroce_qp_np_cnp_sent_total"), std::string::npos);
+  EXPECT_EQ(t.find("uroce_rx_drops_total{device=\"mlx5_0\""), std::string::npos);
+}
+
 TEST(PrometheusTest, PromtoolAcceptsEveryEngineCounter) {
   if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed";
   DeviceSnapshot s = snapshot();
