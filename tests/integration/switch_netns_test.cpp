@@ -437,6 +437,34 @@ TEST_F(SwitchNetnsTest, TwoSendersDwrrSharesTheBottleneckByWeight) {
   EXPECT_LT(median, 3.2) << sw->err();
 }
 
+// Mixed: --mode ecn with priority 3 lossless (--pfc 3, XOFF 32 KB below a flow's ~135 KB in
+// flight) and a 16 KB buffer for the lossy rest. Sender 1 (DSCP 26, priority 3) is paused
+// and held, never dropped; sender 0 (DSCP 0, priority 0) is tail-dropped at the port limit
+// and recovers by go-back-N. Both deliver every byte.
+TEST_F(SwitchNetnsTest, TwoSendersMixedLossyAndLosslessPriorities) {
+  build(2, false);
+  auto sw = start_switch({"--mode", "ecn", "--rate", "100mbit", "--priorities", "4", "--pfc",
+                          "3,xoff=32KB,xon=16KB", "--buffer", "16KB"});
+  const RunResult r = run_flows("none", 3, {0, 26 << 2});
+  const nlohmann::json j = stop_switch(*sw);
+  expect_all_verified(r);
+  const nlohmann::json& sr = port(j, "sr")["priorities"];
+  ASSERT_EQ(sr.size(), 4u) << j.dump();
+  EXPECT_GT(sr[0].value("dropped_tail", 0ull), 0u) << j.dump();
+  EXPECT_LE(sr[0].value("max_depth_bytes", 1ull << 40), 16u * 1024) << j.dump();
+  EXPECT_EQ(sr[3].value("dropped_tail", 1ull), 0u) << j.dump();
+  EXPECT_EQ(sr[3].value("dropped_headroom", 1ull), 0u) << j.dump();
+  EXPECT_GT(sr[3].value("dequeued_bytes", 0ull), 0u) << j.dump();
+  // Sender 1's port as an ingress: priority 3 paused and held, priority 0 never.
+  const nlohmann::json& s1 = port(j, "s1")["priorities"];
+  EXPECT_GT(s1[3].value("pause_events", 0ull), 0u) << j.dump();
+  EXPECT_GT(s1[3].value("held", 0ull), 0u) << j.dump();
+  EXPECT_EQ(s1[0].value("pause_events", 1ull), 0u) << j.dump();
+  EXPECT_EQ(port(j, "s0")["priorities"][0].value("pause_events", 1ull), 0u) << j.dump();
+  EXPECT_EQ(j["scheduling"][3].value("lossless", false), true) << j.dump();
+  EXPECT_EQ(j["scheduling"][0].value("lossless", true), false) << j.dump();
+}
+
 // Lossy with a small buffer: tail drops at the receiver's port; go-back-N still delivers
 // every byte.
 TEST_F(SwitchNetnsTest, TwoSendersLossyTailDropsAndDataStaysCorrect) {
