@@ -10,7 +10,10 @@
 namespace uroce::sim {
 
 namespace {
-constexpr uint32_t kMaxHeld = 64;  // packets a NIC holds for paused priorities
+// Packets a NIC holds for paused priorities. The engine has one transmit path for all its
+// QPs, so a NIC keeps polling past packets of a paused priority (holding them) to reach the
+// others, as a real NIC's per-priority send queues would; a bound keeps memory finite.
+constexpr uint32_t kMaxHeld = 512;
 
 uint32_t host_of_gid(const std::array<uint8_t, 16>& a) {
   return ((uint32_t{a[13]} << 16) | (uint32_t{a[14]} << 8) | a[15]) - 1;
@@ -106,8 +109,12 @@ void Simulator::host_send(uint32_t h, uint32_t pkt) {
 
 void Simulator::host_pfc(uint32_t h, uint8_t priority, bool pause) {
   Host& H = hosts_[h];
-  // A switch model with one traffic class pauses them all.
-  const uint8_t bits = SwitchNode::priorities() == 1 ? 0xFF : static_cast<uint8_t>(1u << priority);
+  // A pause names a traffic class; every priority mapped to it (min(p, classes - 1)) stops.
+  const uint32_t classes = sc_.sw.queues.priorities;
+  uint8_t bits = 0;
+  for (uint32_t p = 0; p < kPriorities; ++p) {
+    if (std::min(p, classes - 1) == priority) bits |= static_cast<uint8_t>(1u << p);
+  }
   if (pause) {
     if ((H.paused_mask & bits) == bits) return;
     if (H.paused_mask == 0) H.paused_since[0] = now_;

@@ -176,6 +176,7 @@ void read_switch(Section& s, SwitchSpec& w) {
                     : fabric::ThresholdMode::kStatic;
   q.alpha = s.number("alpha", 1.0, 1.0 / 1024, 1024);
   q.queue_packets = static_cast<uint32_t>(s.integer("queue_packets", 8192, 1, 1 << 20));
+  q.priorities = static_cast<uint32_t>(s.integer("priorities", 8, 1, 8));
   q.red.enabled = s.boolean("ecn", false);
   q.red.kmin_bytes = s.integer("kmin_bytes", 100 * 1024, 0, 1ull << 34);
   q.red.kmax_bytes = s.integer("kmax_bytes", 400 * 1024, 0, 1ull << 34);
@@ -242,6 +243,7 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   w.bytes = s.integer("bytes", w.bytes, 0, 1ull << 40);
   w.priority = static_cast<uint8_t>(s.integer("priority", 0, 0, 7));
   w.start_ns = s.micros("start_us", 0, 0, 1e9);
+  w.start_jitter_ns = s.micros("start_jitter_us", 0, 0, 1e9);
   w.count = static_cast<uint32_t>(s.integer("count", 1, 1, 1024));
   w.src = s.string("src", "");
   w.dst = s.string("dst", "");
@@ -257,7 +259,9 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   if (w.kind == WorkloadKind::kCdf && w.cdf.empty()) {
     s.fail(nullptr, "cdf", "kind = \"cdf\" needs cdf = \"websearch\" or a file path");
   }
-  s.finish("kind, op, bytes, priority, start_us, count, src, dst, senders, cdf, load, flows");
+  s.finish(
+      "kind, op, bytes, priority, start_us, start_jitter_us, count, src, dst, senders, cdf, load, "
+      "flows");
 }
 
 template <typename F>

@@ -109,7 +109,7 @@ void Simulator::sample() {
   for (uint32_t s = 0; s < switches_.size(); ++s) {
     const SwitchNode& m = *switches_[s].model;
     for (uint32_t p = 0; p < m.ports(); ++p) {
-      for (uint32_t pr = 0; pr < SwitchNode::priorities(); ++pr) {
+      for (uint32_t pr = 0; pr < m.priorities(); ++pr) {
         queue_samples_.push_back(
             {t, s, p, static_cast<uint8_t>(pr), m.depth_bytes(p, static_cast<uint8_t>(pr))});
       }
