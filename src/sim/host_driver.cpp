@@ -61,6 +61,7 @@ void Simulator::host_try_tx(uint32_t h) {
         const uint32_t pkt = held.front();
         held.erase(held.begin());
         --H.held_count;
+        H.stats.held = H.held_count;
         host_send(h, pkt);
         return;
       }
@@ -84,6 +85,7 @@ void Simulator::host_try_tx(uint32_t h) {
     if (((H.paused_mask >> p.priority) & 1u) != 0) {
       H.held[p.priority].push_back(pkt);
       ++H.held_count;
+      H.stats.held = H.held_count;
       continue;
     }
     host_send(h, pkt);
@@ -119,10 +121,12 @@ void Simulator::host_pfc(uint32_t h, uint8_t priority, bool pause) {
     if ((H.paused_mask & bits) == bits) return;
     if (H.paused_mask == 0) H.paused_since[0] = now_;
     H.paused_mask |= bits;
+    H.stats.paused_mask = H.paused_mask;
     ++H.stats.pause_frames_received;
   } else {
     if ((H.paused_mask & bits) == 0) return;
     H.paused_mask &= static_cast<uint8_t>(~bits);
+    H.stats.paused_mask = H.paused_mask;
     if (H.paused_mask == 0)
       H.stats.paused_ns += static_cast<uint64_t>((now_ - H.paused_since[0]).count());
     host_try_tx(h);

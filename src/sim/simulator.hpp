@@ -47,6 +47,8 @@ struct HostStats {
   uint64_t pause_frames_received = 0;
   uint64_t paused_ns = 0;
   uint64_t storm_pause_frames = 0;  // pauses this host sent as a stuck receiver
+  uint8_t paused_mask = 0;          // priorities paused now
+  uint32_t held = 0;                // packets the NIC holds now for paused priorities
 };
 
 struct FlowState {
