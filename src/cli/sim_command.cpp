@@ -118,6 +118,12 @@ int run_sim(const SimArgs& a) {
         total, wall, cpu, eps, hps, hps_cpu, kProjectVersion, git.empty() ? "" : "-" + git);
     uint64_t done = 0;
     for (const auto& f : s.flows()) done += f.completed ? 1 : 0;
+    if (s.failed_flows() != 0) {
+      fmt::print(stderr,
+                 "uroce sim: {}: {} flows failed (a work completion with an error status, e.g. "
+                 "retries exhausted); flows.csv marks them completed = 0\n",
+                 sc.name, s.failed_flows());
+    }
     fmt::print(stderr,
                "uroce sim: {}: {}/{} flows completed in {:.3f} us simulated; {} events, {} packet "
                "hops in {:.2f} s ({:.3f} M events/s, {:.3f} M packet-hops/s; {:.3f} M "

@@ -178,14 +178,22 @@ void Simulator::post_more(FlowState& f) {
       }
     }
     if (f.failed || !req.engine->post_send(now_, f.req_qpn, wr).is_ok()) {
-      f.failed = true;
-      ++finished_flows_;
+      flow_failed(f);
       break;
     }
     f.posted += len;
     ++f.outstanding;
     ++f.messages;
   }
+}
+
+// A WR failed (e.g. retries exhausted): the flow stops, never completes, and no longer keeps
+// the run going.
+void Simulator::flow_failed(FlowState& f) {
+  f.failed = true;
+  ++failed_flows_;
+  if (f.spec.bytes != 0) ++finished_flows_;
+  if (finished()) stop_ = true;
 }
 
 void Simulator::poll_completions(uint32_t h) {
@@ -200,8 +208,7 @@ void Simulator::poll_completions(uint32_t h) {
       if (f.failed) continue;
       --f.outstanding;
       if (wc.status != transport::WcStatus::kSuccess) {
-        f.failed = true;
-        if (f.spec.bytes != 0) ++finished_flows_;
+        flow_failed(f);
         continue;
       }
       const uint64_t msg = sc_.message_bytes;
