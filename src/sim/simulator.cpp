@@ -159,6 +159,13 @@ void Simulator::run() {
     ++events_;
     if (progress_ != nullptr && (events_ & 0xFFFF) == 0) progress_(progress_ctx_, now_, events_);
   }
+  // A host still paused at the end: its pause so far counts (as the switches' counters do).
+  for (Host& h : hosts_) {
+    if (h.paused_mask != 0) {
+      h.stats.paused_ns += static_cast<uint64_t>((now_ - h.paused_since[0]).count());
+      h.paused_since[0] = now_;
+    }
+  }
 }
 
 }  // namespace uroce::sim
