@@ -153,16 +153,30 @@ const toml::table* subtable(Section& top, const toml::table& root, std::string_v
 void read_topology(Section& s, TopologySpec& t) {
   t.kind = static_cast<TopologyKind>(
       s.choice("kind", 1, {"back_to_back", "star", "dumbbell", "leaf_spine"}));
-  const uint64_t min_hosts = t.kind == TopologyKind::kStar ? 2 : 1;
-  const uint64_t def_hosts = t.kind == TopologyKind::kBackToBack ? 2 : 2;
-  t.hosts = static_cast<uint32_t>(s.integer("hosts", def_hosts, min_hosts, 1024));
+  // One host-count key per kind, named for what it counts; the others are refused.
+  const char* key = t.kind == TopologyKind::kDumbbell    ? "hosts_per_side"
+                    : t.kind == TopologyKind::kLeafSpine ? "hosts_per_leaf"
+                                                         : "hosts";
+  for (const char* k : {"hosts", "hosts_per_side", "hosts_per_leaf"}) {
+    if (std::string_view(k) == key || t.kind == TopologyKind::kBackToBack) continue;
+    if (const toml::node* n = s.node(k)) {
+      s.fail(n, k, fmt::format("not for this kind; the host count here is {}", key));
+    }
+  }
+  if (t.kind == TopologyKind::kBackToBack) {
+    if (const toml::node* n = s.node("hosts"))
+      s.fail(n, "hosts", "back_to_back always has 2 hosts");
+  }
+  t.hosts = static_cast<uint32_t>(s.integer(key, 2, t.kind == TopologyKind::kStar ? 2 : 1, 1024));
   t.leaves = static_cast<uint32_t>(s.integer("leaves", 2, 1, 64));
   t.spines = static_cast<uint32_t>(s.integer("spines", 1, 1, 64));
   t.link_bps = s.gbps("link_gbps", t.link_bps);
   t.fabric_bps = s.gbps("fabric_gbps", t.link_bps);
   t.delay_ns = s.integer("delay_ns", t.delay_ns, 0, 1'000'000'000);
   if (t.kind == TopologyKind::kBackToBack) t.hosts = 2;
-  s.finish("kind, hosts, leaves, spines, link_gbps, fabric_gbps, delay_ns");
+  s.finish(
+      "kind, hosts, hosts_per_side, hosts_per_leaf, leaves, spines, link_gbps, fabric_gbps, "
+      "delay_ns");
 }
 
 void read_switch(Section& s, SwitchSpec& w) {

@@ -21,7 +21,7 @@ sample_us = 5
 message_bytes = 65536
 [topology]
 kind = "leaf_spine"
-hosts = 3
+hosts_per_leaf = 3
 leaves = 4
 spines = 2
 link_gbps = 25
@@ -109,8 +109,10 @@ TEST(ScenarioToml, UnknownKeysNameKeyAndLine) {
             "sample_us, message_bytes, host_buffer_bytes, [topology], [link], [switch], "
             "[transport], [[workload]], [[storm]])");
   EXPECT_EQ(scenario_error(std::string("[topology]\nkind = \"star\"\nhost = 4\n") + kWorkload),
-            "bad.toml:3: topology.host: unknown key (known: kind, hosts, leaves, spines, "
-            "link_gbps, fabric_gbps, delay_ns)");
+            "bad.toml:3: topology.host: unknown key (known: kind, hosts, hosts_per_side, "
+            "hosts_per_leaf, leaves, spines, link_gbps, fabric_gbps, delay_ns)");
+  EXPECT_EQ(scenario_error(std::string("[topology]\nkind = \"dumbbell\"\nhosts = 4\n") + kWorkload),
+            "bad.toml:3: topology.hosts: not for this kind; the host count here is hosts_per_side");
   const std::string e = scenario_error(
       "[[workload]]\nkind = \"incast\"\n\n[[workload]]\nkind = \"incast\"\nsize = 4\n");
   EXPECT_EQ(e.substr(0, 39), "bad.toml:6: workload[1].size: unknown k");

@@ -53,10 +53,12 @@ TEST(SimCli, BadScenarioIsOneLineNamingKeyAndLine) {
   std::ofstream(path) << "name = \"x\"\n[topology]\nkind = \"star\"\nhots = 3\n";
   std::string err;
   EXPECT_EQ(run(path + " --no-report", err), 2);
-  EXPECT_EQ(err,
-            fmt::format("uroce sim: uroce-sim-cli-bad-{}.toml:4: topology.hots: unknown key "
-                        "(known: kind, hosts, leaves, spines, link_gbps, fabric_gbps, delay_ns)\n",
-                        getpid()));
+  EXPECT_EQ(
+      err,
+      fmt::format("uroce sim: uroce-sim-cli-bad-{}.toml:4: topology.hots: unknown key "
+                  "(known: kind, hosts, hosts_per_side, hosts_per_leaf, leaves, spines, link_gbps, "
+                  "fabric_gbps, delay_ns)\n",
+                  getpid()));
   std::filesystem::remove(path);
   EXPECT_EQ(run("/nonexistent/s.toml --no-report", err), 2);
   EXPECT_EQ(err, "uroce sim: /nonexistent/s.toml: cannot open the scenario file\n");

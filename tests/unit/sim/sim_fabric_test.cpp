@@ -209,7 +209,7 @@ duration_us = 3000
 kind = "leaf_spine"
 leaves = 2
 spines = 2
-hosts = 4
+hosts_per_leaf = 4
 [[workload]]
 kind = "all_to_all"
 bytes = 20000
