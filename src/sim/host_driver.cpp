@@ -11,8 +11,9 @@ namespace uroce::sim {
 
 namespace {
 // Packets a NIC holds for paused priorities. The engine has one transmit path for all its
-// QPs, so a NIC keeps polling past packets of a paused priority (holding them) to reach the
-// others, as a real NIC's per-priority send queues would; a bound keeps memory finite.
+// QPs, so a NIC whose host sends on several priorities keeps polling past packets of a
+// paused one (holding them) to reach the others, as a real NIC's per-priority send queues
+// would; a bound keeps memory finite.
 constexpr uint32_t kMaxHeld = 512;
 
 uint32_t host_of_gid(const std::array<uint8_t, 16>& a) {
@@ -67,7 +68,9 @@ void Simulator::host_try_tx(uint32_t h) {
       }
     }
   }
-  while (H.held_count < kMaxHeld && H.engine->has_tx()) {
+  // Poll only while some priority this host can send is not paused: when all are, a real
+  // NIC schedules nothing (and the engine must not count packets as sent that wait here).
+  while (H.held_count < kMaxHeld && (H.tx_prio_mask & ~H.paused_mask) != 0 && H.engine->has_tx()) {
     const uint32_t pkt = pool_.alloc();
     SimPacket& p = pool_[pkt];
     transport::TxSlot slot;

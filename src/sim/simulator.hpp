@@ -139,6 +139,7 @@ class Simulator {
     transport::MrInfo mr;
     bool tx_busy = false;
     uint8_t paused_mask = 0;
+    uint8_t tx_prio_mask = 0;  // priorities this host's packets can carry (its flows, CNPs)
     std::array<TimePoint, kPriorities> paused_since{};
     std::array<std::vector<uint32_t>, kPriorities> held;  // packets of a paused priority
     uint32_t held_count = 0;

@@ -186,6 +186,15 @@ void Simulator::build_flows() {
     const uint32_t psn_b = 0x800 + f.spec.id * 13;
     connect_qp(f.req_host, f.req_qpn, f.resp_host, f.resp_qpn, tc, psn_b, psn_a);
     connect_qp(f.resp_host, f.resp_qpn, f.req_host, f.req_qpn, tc, psn_a, psn_b);
+    // Requests and ACKs ride the flow's priority; the host the data reaches also sends CNPs
+    // (DSCP cnp_dscp, priority cnp_dscp >> 3) when it runs DCQCN.
+    const auto prio_bit = static_cast<uint8_t>(1u << f.spec.priority);
+    req.tx_prio_mask |= prio_bit;
+    resp.tx_prio_mask |= prio_bit;
+    if (sc_.transport.cc == CcAlgorithm::kDcqcn) {
+      Host& data_rx = f.spec.op == FlowOp::kRead ? req : resp;
+      data_rx.tx_prio_mask |= static_cast<uint8_t>(1u << ((sc_.transport.dcqcn.cnp_dscp >> 3) & 7));
+    }
     for (auto [h, qpn] : {std::pair{f.req_host, f.req_qpn}, std::pair{f.resp_host, f.resp_qpn}}) {
       auto& m = hosts_[h].flow_of_qp;
       const uint32_t k = qpn - hosts_[h].engine->config().qpn_base;
