@@ -142,11 +142,10 @@ class Section {
   std::set<std::string> used_;
 };
 
-const toml::table* subtable(Section& top, const toml::table& root, std::string_view key) {
+const toml::table* subtable(Section& top, std::string_view key) {
   const toml::node* n = top.node(key);
   if (n == nullptr) return nullptr;
   if (!n->is_table()) top.fail(n, key, "must be a table ([" + std::string(key) + "])");
-  (void)root;
   return n->as_table();
 }
 
@@ -316,11 +315,11 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
     top.fail(top.node("host_buffer_bytes"), "host_buffer_bytes",
              fmt::format("must be at least 2 x message_bytes ({})", 2 * sc.message_bytes));
   }
-  if (const toml::table* t = subtable(top, root, "topology")) {
+  if (const toml::table* t = subtable(top, "topology")) {
     Section s(*t, "topology.", file);
     read_topology(s, sc.topology);
   }
-  if (const toml::table* t = subtable(top, root, "link")) {
+  if (const toml::table* t = subtable(top, "link")) {
     Section s(*t, "link.", file);
     const toml::node* n = s.node("impair");
     if (n != nullptr) {
@@ -338,11 +337,11 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
     }
     s.finish("impair");
   }
-  if (const toml::table* t = subtable(top, root, "switch")) {
+  if (const toml::table* t = subtable(top, "switch")) {
     Section s(*t, "switch.", file);
     read_switch(s, sc.sw);
   }
-  if (const toml::table* t = subtable(top, root, "transport")) {
+  if (const toml::table* t = subtable(top, "transport")) {
     Section s(*t, "transport.", file);
     read_transport(s, sc.transport);
   }
