@@ -201,17 +201,26 @@ void Simulator::build_flows() {
       if (m.size() <= k) m.resize(k + 1, UINT32_MAX);
       m[k] = f.spec.id;
     }
-    // Ideal FCT: every packet of the flow back to back at the path's slowest link, plus the
-    // base RTT: propagation both ways, store-and-forward of one full packet at every hop but
-    // the first, and an ACK's serialisation at every hop on the way back.
+    // Ideal FCT: the flow's packets as a train through the path's links, store and forward:
+    // every packet at the slowest link, plus one full packet's time at each other link, plus
+    // propagation both ways and an ACK's serialisation at every link on the way back.
     const PathInfo p = topo_.path(f.spec.src, f.spec.dst);
     if (f.spec.bytes != 0) {
       const uint64_t pkts = (f.spec.bytes + mtu - 1) / mtu;
       const uint64_t wire = f.spec.bytes + pkts * (12 + 4 + kWireOverheadBytes);
-      const auto ser = [&](uint64_t bytes) { return bytes * 8'000'000'000ull / p.min_bps; };
+      const auto ser = [](uint64_t bytes, uint64_t bps) { return bytes * 8'000'000'000ull / bps; };
       const uint64_t full = std::min<uint64_t>(f.spec.bytes, mtu) + 16 + kWireOverheadBytes;
       const uint64_t ack = 12 + 4 + 4 + kWireOverheadBytes;
-      f.ideal_ns = ser(wire) + 2 * p.delay_ns + (p.hops - 1) * ser(full) + p.hops * ser(ack);
+      f.ideal_ns = ser(wire, p.min_bps) + 2 * p.delay_ns;
+      bool bottleneck_counted = false;
+      for (const uint64_t bps : p.link_bps) {
+        f.ideal_ns += ser(ack, bps);
+        if (bps == p.min_bps && !bottleneck_counted) {
+          bottleneck_counted = true;  // its share is the train itself
+        } else {
+          f.ideal_ns += ser(full, bps);
+        }
+      }
       ++finite_flows_;
     }
   }

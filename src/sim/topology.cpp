@@ -120,6 +120,7 @@ PathInfo Topology::path(uint32_t src, uint32_t dst) const {
   for (;;) {
     ++p.hops;
     p.min_bps = std::min(p.min_bps, l->bps);
+    p.link_bps.push_back(l->bps);
     p.delay_ns += l->delay_ns;
     u = l->peer;
     if (u == dst || nodes_[u].host) break;

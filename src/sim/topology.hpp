@@ -28,9 +28,10 @@ struct Node {
 };
 
 struct PathInfo {
-  uint32_t hops = 0;      // links from source to destination host
-  uint64_t min_bps = 0;   // slowest link on the path
-  uint64_t delay_ns = 0;  // propagation delay, one way
+  uint32_t hops = 0;               // links from source to destination host
+  uint64_t min_bps = 0;            // slowest link on the path
+  uint64_t delay_ns = 0;           // propagation delay, one way
+  std::vector<uint64_t> link_bps;  // each link's rate, source to destination
 };
 
 class Topology {

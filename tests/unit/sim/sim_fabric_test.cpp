@@ -228,3 +228,69 @@ bytes = 20000
 
 }  // namespace
 }  // namespace uroce::sim
+
+namespace uroce::sim {
+namespace {
+
+// A leaf's uplinks serialise at fabric_gbps although its host ports run at link_gbps: a
+// flow across the spine runs at the uplink's rate, within 2% of the ideal at that rate.
+TEST(SimFabric, SlowerUplinksSerialiseAtTheirOwnRate) {
+  auto sim = run_scenario(R"(
+duration_us = 2000
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 1
+hosts_per_leaf = 1
+link_gbps = 100
+fabric_gbps = 25
+[[workload]]
+kind = "flow"
+src = "h0"
+dst = "h1"
+bytes = 1048576
+)");
+  const FlowState& f = sim->flows()[0];
+  ASSERT_TRUE(f.completed);
+  const auto fct = static_cast<uint64_t>((f.end - f.start).count());
+  // 256 packets x (4096 + 82) B at 25 Gb/s (342 261 ns), one such packet at each other link
+  // (334 ns at 100 Gb/s twice, 1336 ns at 25 Gb/s), 4 x 1000 ns propagation both ways, and an
+  // 86-byte ACK per link (6 + 27 + 27 + 6).
+  EXPECT_EQ(f.ideal_ns, 342'261u + 334 + 1336 + 334 + 8000 + 66);
+  EXPECT_GE(fct, f.ideal_ns);
+  EXPECT_LE(fct, f.ideal_ns * 102 / 100);
+}
+
+TEST(SimFabric, DcqcnRatesAreSampledPerActiveFlow) {
+  auto sim = run_scenario(R"(
+duration_us = 400
+sample_us = 50
+[topology]
+kind = "star"
+hosts = 3
+[switch]
+ecn = true
+kmin_bytes = 10000
+kmax_bytes = 50000
+[transport]
+cc = "dcqcn"
+[[workload]]
+kind = "incast"
+dst = "h0"
+bytes = 0
+)");
+  const auto& r = sim->rate_samples();
+  ASSERT_EQ(r.size(), 2u * 8);  // two long-lived flows, samples at 50..400 us
+  EXPECT_EQ(r[0].time_ns, 50'000u);
+  EXPECT_EQ(r.back().time_ns, 400'000u);
+  for (const FlowSample& s : r) {
+    EXPECT_GT(s.gbps, 0.0);
+    EXPECT_LE(s.gbps, 100.0);
+  }
+  EXPECT_LT(r.back().gbps, 100.0);  // marks and CNPs cut the rate of both
+  const OutputFiles o = render_outputs(*sim);
+  EXPECT_EQ(o.rates_csv.substr(0, 32), "time_ns,flow_id,rate_gbps\n50000,");
+}
+
+}  // namespace
+}  // namespace uroce::sim
