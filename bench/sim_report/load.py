@@ -156,9 +156,9 @@ def _is_number(v):
 
 def _need(path, obj, key, where, check, what):
     if not isinstance(obj, dict) or key not in obj:
-        raise InputError(path, f"no {where}{key!r}")
+        raise InputError(path, f"no {where}{key}")
     if not check(obj[key]):
-        raise InputError(path, f"{where}{key!r} is {json.dumps(obj[key])}, not {what}")
+        raise InputError(path, f"{where}{key} is {json.dumps(obj[key])}, not {what}")
     return obj[key]
 
 
@@ -168,12 +168,12 @@ def check_summary(path, s):
           "an integer")
     for key in ("description",):
         if key in s and not isinstance(s[key], str):
-            raise InputError(path, f"{key!r} is {json.dumps(s[key])}, not a string")
+            raise InputError(path, f"{key} is {json.dumps(s[key])}, not a string")
     for key in ("sim_time_ns", "events", "packet_hops"):
         if key in s and not _is_number(s[key]):
-            raise InputError(path, f"{key!r} is {json.dumps(s[key])}, not a number")
+            raise InputError(path, f"{key} is {json.dumps(s[key])}, not a number")
     if "config" in s and not isinstance(s["config"], dict):
-        raise InputError(path, "'config' is not an object")
+        raise InputError(path, "config is not an object")
     flows = _need(path, s, "flows", "", lambda v: isinstance(v, dict), "an object")
     for key in ("total", "completed"):
         _need(path, flows, key, "flows.", _is_number, "a number")

@@ -51,8 +51,8 @@ CHECK_SCRIPT = """window.addEventListener('load', function () {
   c.setAttribute('data-bad', String(bad));
   c.setAttribute('data-errors', String(errs.length));
   c.setAttribute('data-status', ok ? 'ok' : 'fail');
-  c.textContent = 'render check: ' + (ok ? 'ok' : 'FAILED') + ', ' + plots.length + ' of ' +
-      expected + ' plots drawn, ' + bad + ' not drawn, ' + errs.length + ' errors' +
+  c.textContent = 'render check: ' + (ok ? 'ok' : 'FAILED') + ', ' + plots.length + ' plots (' +
+      expected + ' expected), ' + bad + ' not drawn, ' + errs.length + ' errors' +
       (errs.length ? ': ' + errs.join('; ') : '');
 });"""
 

@@ -16,15 +16,15 @@ def headline_rows(s):
     f = s["flows"]
     return [
         ("flows completed", f"{stats.num(f['completed'])} of {stats.num(f['total'])}"),
-        ("goodput (Gb/s, completed flows' bytes / span of the run)", stats.num(t["goodput_gbps"])),
+        ("goodput (Gb/s: bytes of completed flows / span of the run)", stats.num(t["goodput_gbps"])),
         ("drops, all", stats.num(t["drops"])),
-        ("drops, tail (shared buffer full)", stats.num(t["drops_tail"])),
+        ("drops, tail (buffer full)", stats.num(t["drops_tail"])),
         ("drops, PFC headroom overrun", stats.num(t["drops_headroom"])),
         ("drops, link (loss injected on links)", stats.num(t["drops_link"])),
         ("ECN marks (CE set by switches)", stats.num(t["ecn_marks"])),
         ("CNPs", stats.num(t["cnps"])),
         ("PFC pause frames", stats.num(t["pause_frames"])),
-        ("PFC paused time (sum over ports and hosts)", stats.duration(t["paused_ns"])),
+        ("PFC paused time", stats.duration(t["paused_ns"])),
         ("retransmitted packets", stats.num(t["retransmitted_packets"])),
         ("retransmission timeouts", stats.num(t["timeouts"])),
     ]
