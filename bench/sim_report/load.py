@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+from array import array
 
 
 class InputError(Exception):
@@ -49,6 +50,13 @@ SCHEMAS = {
     "goodput.csv": [("time_ns", "int"), ("flow_id", "int"), ("gbps", "float")],
 }
 REQUIRED_FILES = ("summary.json", "flows.csv")
+# The time series are kept per series as two compact arrays (time, value), not as rows:
+# file: (the columns naming a series, the value column). A long run has millions of rows.
+SERIES = {
+    "queues.csv": (("switch", "port", "priority"), "depth_bytes"),
+    "rates.csv": (("flow_id",), "rate_gbps"),
+    "goodput.csv": (("flow_id",), "gbps"),
+}
 TOTALS_KEYS = ("goodput_gbps", "drops", "drops_tail", "drops_headroom", "drops_link",
                "ecn_marks", "cnps", "pause_frames", "paused_ns", "retransmitted_packets",
                "timeouts")
@@ -56,18 +64,37 @@ BUCKET_KEYS = ("max_bytes", "count", "p50_slowdown", "p99_slowdown", "p50_fct_ns
                "p99_fct_ns")
 
 
+class Series:
+    """One time series: `t` (time_ns) and `v` (its value), sorted by time."""
+
+    def __init__(self, value_kind):
+        self.t = array("q")
+        self.v = array("q" if value_kind == "int" else "d")
+
+    def sort(self):
+        if any(a > b for a, b in zip(self.t, self.t[1:])):
+            pairs = sorted(zip(self.t, self.v))
+            self.t = array("q", (p[0] for p in pairs))
+            self.v = array(self.v.typecode, (p[1] for p in pairs))
+
+
 class Run:
-    """One run's data: `summary` (dict), `run_info` (dict or None), and per CSV a list of
-    row dicts with typed values, or None when the file is absent or has no rows."""
+    """One run's data: `summary` (dict), `run_info` (dict or None); per table CSV a list of
+    row dicts with typed values, per time-series CSV a dict {series key: Series} (the key is
+    a tuple of the SERIES columns); None when the file is absent or has no rows."""
 
     def __init__(self, path):
         self.path = path
         self.summary = {}
         self.run_info = None
         self.tables = {}
+        self.series = {}
 
     def rows(self, name):
         return self.tables.get(name)
+
+    def time_series(self, name):
+        return self.series.get(name)
 
     @property
     def flows(self):
@@ -93,8 +120,9 @@ def _parse_cell(path, line, column, kind, text):
     return value
 
 
-def read_csv(path, schema, required):
-    """Typed rows of one CSV, or None for an absent or empty file (when not required)."""
+def read_csv(path, schema, required, series=None):
+    """Typed rows of one CSV, or None for an absent or empty file (when not required).
+    With `series` = (key columns, value column): {key: Series} instead of rows."""
     if not os.path.exists(path):
         if required:
             raise InputError(path, "missing (is the directory a `uroce sim --out` directory?)")
@@ -114,20 +142,52 @@ def read_csv(path, schema, required):
                                        f"(expected {expected})")
             index = [(name, kind, header.index(name)) for name, kind in schema]
             rows = []
+            per = {}
+            if series:
+                keys, value = series
+                kinds = dict(schema)
+                convs = {"str": str, "int": lambda x: int(x, 10), "float": float}
+                key_conv = [(convs[kinds[k]], header.index(k)) for k in keys]
+                t_index = header.index("time_ns")
+                v_index = header.index(value)
+                value_conv = convs[kinds[value]]
             for cells in reader:
                 if not cells:
                     continue  # a blank line (the writer's final newline)
                 if len(cells) != len(header):
                     raise InputError(path, f"line {reader.line_num}: {len(cells)} cells, "
                                            f"the header has {len(header)}")
-                rows.append({name: _parse_cell(path, reader.line_num, name, kind, cells[i])
-                             for name, kind, i in index})
+                if not series:
+                    rows.append({name: _parse_cell(path, reader.line_num, name, kind, cells[i])
+                                 for name, kind, i in index})
+                    continue
+                # The fast path of the millions of rows; any cell that does not parse is
+                # parsed again by _parse_cell, which names the problem.
+                try:
+                    key = tuple(conv(cells[i]) for conv, i in key_conv)
+                    t = int(cells[t_index], 10)
+                    v = value_conv(cells[v_index])
+                    if v != v:
+                        raise ValueError
+                except ValueError:
+                    for name, kind, i in index:
+                        _parse_cell(path, reader.line_num, name, kind, cells[i])
+                    raise InputError(path, f"line {reader.line_num}: malformed row") from None
+                ts = per.get(key)
+                if ts is None:
+                    ts = per[key] = Series(kinds[value])
+                ts.t.append(t)
+                ts.v.append(v)
     except UnicodeDecodeError as e:
         raise InputError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except csv.Error as e:
         raise InputError(path, f"not CSV: {e}") from None
     except OSError as e:
         raise InputError(path, e.strerror or str(e)) from None
+    if series:
+        for ts in per.values():
+            ts.sort()
+        return per or None
     return rows or None
 
 
@@ -198,6 +258,7 @@ def load_run(path):
     check_summary(summary_path, run.summary)
     run.run_info = read_json(os.path.join(path, "run.json"), required=False)
     for name, schema in SCHEMAS.items():
-        run.tables[name] = read_csv(os.path.join(path, name), schema,
-                                    required=name in REQUIRED_FILES)
+        data = read_csv(os.path.join(path, name), schema, required=name in REQUIRED_FILES,
+                        series=SERIES.get(name))
+        (run.series if name in SERIES else run.tables)[name] = data
     return run

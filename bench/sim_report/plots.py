@@ -122,44 +122,44 @@ def _time_lines(ax, lines, max_ns, ylabel, title):
 def _sum_series(per, keys):
     total = {}
     for k in keys:
-        for x, y in zip(*per[k]):
+        for x, y in zip(per[k].t, per[k].v):
             total[x] = total.get(x, 0.0) + y
     xs = sorted(total)
     return xs, [total[x] for x in xs]
 
 
-def per_flow_over_time(run, table, value, ylabel, title, top, with_rest):
+def _end(per):
+    return max(ts.t[-1] for ts in per.values())
+
+
+def per_flow_over_time(run, table, ylabel, title, top, with_rest):
     """One line per flow for the `top` largest flows (most bytes, then lowest id); with
     `with_rest`, the sum of the other flows as one dashed line and of all flows in black."""
-    rows = run.rows(table)
-    if not rows:
+    per = run.time_series(table)
+    if not per:
         return None
-    per = stats.series(rows, lambda r: r["flow_id"], "time_ns", value)
-    rank = [f for f in stats.flow_rank(run) if f in per]
+    ids = {k[0]: k for k in per}
+    rank = [ids[f] for f in stats.flow_rank(run) if f in ids]
     rank += sorted(set(per) - set(rank))  # ids flows.csv lacks still get plotted
     shown, rest = rank[:top], rank[top:]
-    lines = [(f"flow {f}", per[f], "-") for f in shown]
+    lines = [(f"flow {k[0]}", (per[k].t, per[k].v), "-") for k in shown]
     if with_rest and rest:
         lines.append((f"other {len(rest)} flows (sum)", _sum_series(per, rest), "--"))
     if with_rest and len(per) > 1:
         lines.append(("all flows (sum)", _sum_series(per, rank), "k-"))
     fig, ax = _figure()
-    _time_lines(ax, lines, max(r["time_ns"] for r in rows), ylabel, title)
+    _time_lines(ax, lines, _end(per), ylabel, title)
     return fig
 
 
 def goodput(run, top):
-    return per_flow_over_time(run, "goodput.csv", "gbps", "goodput (Gb/s)",
+    return per_flow_over_time(run, "goodput.csv", "goodput (Gb/s)",
                               f"goodput over time (top {top} flows by size)", top, True)
 
 
 def rates(run, top):
-    return per_flow_over_time(run, "rates.csv", "rate_gbps", "DCQCN rate (Gb/s)",
+    return per_flow_over_time(run, "rates.csv", "DCQCN rate (Gb/s)",
                               f"DCQCN sending rate (top {top} flows by size)", top, False)
-
-
-def queue_key(r):
-    return (r["switch"], r["port"], r["priority"])
 
 
 def queue_name(key, peers):
@@ -169,23 +169,17 @@ def queue_name(key, peers):
     return f"{sw}:{port}{to} prio {prio}"
 
 
-def deepest_queues(run, top):
-    """The `top` (switch, port, priority) series with the largest depth, deepest first."""
-    rows = run.rows("queues.csv") or []
-    per = stats.series(rows, queue_key, "time_ns", "depth_bytes")
-    order = sorted(per, key=lambda k: (-max(per[k][1]), k))
-    return per, order[:top], len(order)
-
-
 def queues(run, top):
-    rows = run.rows("queues.csv")
-    if not rows:
+    """The `top` (switch, port, priority) queues with the largest depth, deepest first."""
+    per = run.time_series("queues.csv")
+    if not per:
         return None
-    per, shown, n = deepest_queues(run, top)
+    order = sorted(per, key=lambda k: (-max(per[k].v), k))
+    shown = order[:top]
     peers = {(p["switch"], p["port"]): p["peer"] for p in run.rows("ports.csv") or []}
-    lines = [(queue_name(k, peers), (per[k][0], [d / 1024 for d in per[k][1]]), "-")
+    lines = [(queue_name(k, peers), (per[k].t, [d / 1024 for d in per[k].v]), "-")
              for k in shown]
     fig, ax = _figure()
-    title = f"egress queue depth ({len(shown)} deepest of {n} queues)"
-    _time_lines(ax, lines, max(r["time_ns"] for r in rows), "queue depth (KiB)", title)
+    title = f"egress queue depth ({len(shown)} deepest of {len(order)} queues)"
+    _time_lines(ax, lines, _end(per), "queue depth (KiB)", title)
     return fig

@@ -77,14 +77,6 @@ def flow_rank(run):
     return [f["flow_id"] for f in sorted(run.flows, key=lambda f: (-f["bytes"], f["flow_id"]))]
 
 
-def series(rows, key, x, y):
-    """{key(row): ([x...], [y...])} sorted by x within each series."""
-    out = {}
-    for r in rows:
-        out.setdefault(key(r), []).append((r[x], r[y]))
-    return {k: ([p[0] for p in sorted(v)], [p[1] for p in sorted(v)]) for k, v in out.items()}
-
-
 def completed(run):
     return [f for f in run.flows if f["completed"] and f["fct_ns"] is not None]
 

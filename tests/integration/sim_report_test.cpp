@@ -341,6 +341,8 @@ TEST_F(SimReport, BadInputIsOneLineNamingTheFileAndExit2) {
       {"queues.csv", "time_ns,switch,port,priority\n0,sw0,1,0\n",
        "queues.csv: line 1: header lacks column 'depth_bytes' (expected time_ns,switch,port,"
        "priority,depth_bytes)"},
+      {"queues.csv", "time_ns,switch,port,priority,depth_bytes\n0,sw0,1,0,1500\n10,sw0,1,0,12.5\n",
+       "queues.csv: line 3: column depth_bytes: '12.5' is not an integer"},
       {"rates.csv", "time_ns,flow_id,rate_gbps\n0,1,nan\n",
        "rates.csv: line 2: column rate_gbps: nan is not a value"},
       {"run.json", "{\"wall_s\": 1,}",
