@@ -63,6 +63,8 @@ def bucket_bars(runs, labels):
             ys = [by.get(m, 0) for m in all_max]
             values += ys
             ax.bar([x - 0.4 + w * (i + 0.5) for x in xs], ys, w, label=label)
+    pad = 1.0 / len(all_max)  # one bucket alone gets narrower bars, not the whole width
+    ax.set_xlim(-0.5 - pad, len(all_max) - 0.5 + pad)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(names)
     ax.set_xlabel("flow size")
@@ -175,11 +177,13 @@ def queues(run, top):
     if not per:
         return None
     order = sorted(per, key=lambda k: (-max(per[k].v), k))
-    shown = order[:top]
+    shown = [k for k in order[:top] if max(per[k].v) > 0]  # an empty queue is a flat 0 line
+    if not shown:
+        shown = order[:1]
     peers = {(p["switch"], p["port"]): p["peer"] for p in run.rows("ports.csv") or []}
     lines = [(queue_name(k, peers), (per[k].t, [d / 1024 for d in per[k].v]), "-")
              for k in shown]
     fig, ax = _figure()
-    title = f"egress queue depth ({len(shown)} deepest of {len(order)} queues)"
+    title = f"egress queue depth ({len(shown)} deepest of {len(order)} queues sampled)"
     _time_lines(ax, lines, _end(per), "queue depth (KiB)", title)
     return fig

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -33,8 +34,9 @@ namespace fs = std::filesystem;
 const std::string kReport = std::string(UROCE_SOURCE_DIR) + "/bench/sim-report";
 const std::string kFixtures = std::string(UROCE_SOURCE_DIR) + "/tests/data/sim";
 const char* const kChromium = "/usr/bin/chromium-headless-shell";
-// A small shipped scenario for the live run (sim-core's scenarios/).
-const std::string kLiveScenario = std::string(UROCE_SOURCE_DIR) + "/scenarios/incast-small.toml";
+// A small shipped scenario for the live run: a 16:1 incast through a lossless switch with
+// DCQCN, so every output file (rates.csv too) has rows and the report has all five plots.
+const std::string kLiveScenario = std::string(UROCE_SOURCE_DIR) + "/scenarios/incast-lossless.toml";
 
 struct Result {
   int rc = -1;
@@ -391,10 +393,39 @@ TEST_F(SimReport, LiveSimRunRenders) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string html = slurp(out / "report.html");
   expect_self_contained(html);
-  const size_t plots = count(html, "<img class=\"plot\"");
-  EXPECT_GE(plots, 2u) << "the FCT plots need completed flows";
-  expect_renders(out / "report.html", static_cast<int>(plots));
+  for (const char* png :
+       {"fct-buckets.png", "fct-cdf.png", "goodput.png", "queues.png", "rates.png"})
+    EXPECT_TRUE(is_png(out / png)) << png;
+  EXPECT_EQ(count(html, "<img class=\"plot\""), 5u);
+  EXPECT_EQ(html.find("no data"), std::string::npos);
+  // The headline is the run's summary.json.
+  const nlohmann::json summary = nlohmann::json::parse(slurp(out / "summary.json"));
+  const std::string name = summary.at("scenario").get<std::string>();
+  EXPECT_NE(html.find("<h1>uroce sim: " + name + "</h1>"), std::string::npos);
+  const auto& flows = summary.at("flows");
+  const std::string done = std::to_string(flows.at("completed").get<int64_t>()) + " of " +
+                           std::to_string(flows.at("total").get<int64_t>());
+  EXPECT_NE(html.find("<td class=\"t\">flows completed</td><td>" + done + "</td>"),
+            std::string::npos)
+      << done;
+  EXPECT_NE(
+      html.find("<td class=\"t\">ECN marks (CE set by switches)</td><td>" +
+                std::to_string(summary.at("totals").at("ecn_marks").get<int64_t>()) + "</td>"),
+      std::string::npos);
+  expect_renders(out / "report.html", 5);
   expect_screenshot_has_plots(out / "report.html");
+
+  // Without --no-report, `uroce sim` writes the report itself (bench/sim-report of this tree).
+  const fs::path with_report = work_ / "with-report";
+  const Result sim2 = run("timeout -k 10 300 " + uroce + " sim " + kLiveScenario + " --out " +
+                              with_report.string() + " --seed 1",
+                          work_);
+  ASSERT_EQ(sim2.rc, 0) << sim2.out << sim2.err;
+  EXPECT_NE(slurp(with_report / "report.html").find("<h1>uroce sim: " + name + "</h1>"),
+            std::string::npos)
+      << sim2.out << sim2.err;
+  EXPECT_EQ(slurp(with_report / "summary.json"), slurp(out / "summary.json"));
+  expect_renders(with_report / "report.html", 5);
 }
 
 }  // namespace
