@@ -32,5 +32,7 @@ Subcommand add_perf_command(CLI::App& app);
 Subcommand add_pingpong_command(CLI::App& app);
 // `uroce switch --port IF --port IF ...`: a user-space switch with the fabric queue model.
 Subcommand add_switch_command(CLI::App& app);
+// `uroce sim SCENARIO [--out DIR] [--seed N]`: the deterministic fabric simulator.
+Subcommand add_sim_command(CLI::App& app);
 
 }  // namespace uroce::cli

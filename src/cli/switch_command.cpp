@@ -1,5 +1,6 @@
 // `uroce switch --port IF --port IF ... [--mode lossy|ecn|lossless] [--rate R] [--buffer B]
-// [--ecn kmin=..,kmax=..,pmax=..] [--pfc xoff=..,xon=..] [--json] [--trace FILE.csv]`: a
+// [--ecn kmin=..,kmax=..,pmax=..] [--pfc xoff=..,xon=..] [--priorities N [--pfc PRIO,..]
+// [--dwrr W0,W1,..] [--strict PRIO,..] [--prio-map DSCP=PRIO,..]] [--json] [--trace FILE.csv]`: a
 // user-space Ethernet switch between network interfaces (veths), whose egress ports are the
 // switch queue model of src/fabric: a shared bottleneck for real processes, with queue-depth
 // ECN marking and a PFC-like lossless mode that this kernel's qdiscs cannot give
@@ -24,7 +25,11 @@ struct SwitchArgs {
   std::string shared;
   double alpha = 0;
   std::string ecn;
-  std::string pfc;
+  std::vector<std::string> pfc;
+  uint32_t priorities = 1;
+  std::string prio_map;
+  std::string dwrr;
+  std::string strict;
   uint64_t seed = 1;
   uint32_t frame_slots = 32768;
   double duration = 0;
@@ -37,6 +42,77 @@ struct SwitchArgs {
 int fail(const std::string& why) {
   fmt::print(stderr, "uroce switch: {}\n", why);
   return kExitUsage;
+}
+
+// The first priority in `mask` at or above n, as an error for `option`; empty if none.
+std::string below(PriorityMask mask, uint32_t n, std::string_view option) {
+  for (uint32_t p = n; p < fabric::kMaxPriorities; ++p) {
+    if ((mask >> p & 1u) != 0) {
+      return fmt::format(
+          "{}: priority {} is not below --priorities {}; use 0..{} or raise "
+          "--priorities",
+          option, p, n, n - 1);
+    }
+  }
+  return {};
+}
+
+// --priorities, --pfc (thresholds and lossless priorities), --strict, --dwrr, --prio-map into
+// o.queue and o.dscp_map; empty on success, else the one-line error.
+std::string apply_priorities(const SwitchArgs& a, SwitchRunOptions& o) {
+  const uint32_t n = a.priorities;
+  if (n == 0 || n > fabric::kMaxPriorities) {
+    return fmt::format("--priorities {} is not valid; use 1..8", n);
+  }
+  o.queue.priorities = n;
+  std::string error;
+  o.queue.pfc = {.xoff_bytes = 64 * 1024, .xon_bytes = 32 * 1024, .headroom_bytes = 0};
+  bool thresholds = false;
+  PriorityMask lossless = 0;
+  for (const std::string& v : a.pfc) {
+    if (!parse_pfc_arg(v, o.queue.pfc, thresholds, lossless, error)) return error;
+  }
+  if (lossless != 0 && o.mode == SwitchMode::kLossless) {
+    return "--pfc PRIO: --mode lossless already makes every priority lossless; use --mode ecn "
+           "or lossy for lossless priorities beside lossy ones";
+  }
+  if (thresholds && lossless == 0 && o.mode != SwitchMode::kLossless) {
+    return "--pfc needs --mode lossless, or lossless priorities (e.g. --pfc 3)";
+  }
+  if (std::string bad = below(lossless, n, "--pfc"); !bad.empty()) return bad;
+  PriorityMask strict = 0;
+  if (!a.strict.empty()) {
+    if (!parse_priorities(a.strict, "--strict", strict, error)) return error;
+    if (std::string bad = below(strict, n, "--strict"); !bad.empty()) return bad;
+  }
+  DwrrWeights weights;
+  if (!a.dwrr.empty()) {
+    if (!parse_dwrr(a.dwrr, weights, error)) return error;
+    if (weights.count != n) {
+      return fmt::format("--dwrr has {} weights for {} priorities; give one per priority",
+                         weights.count, n);
+    }
+  }
+  for (uint32_t p = 0; p < n; ++p) {
+    o.queue.prio[p].lossless = (lossless >> p & 1u) != 0;
+    o.queue.prio[p].strict = (strict >> p & 1u) != 0;
+    if (weights.count != 0) o.queue.prio[p].dwrr_weight = weights.weight[p];
+  }
+  o.dscp_map = default_dscp_map();
+  if (!a.prio_map.empty()) {
+    DscpMap given;
+    given.fill(0xFF);
+    if (!parse_prio_map(a.prio_map, given, error)) return error;
+    for (size_t d = 0; d < given.size(); ++d) {
+      if (given[d] == 0xFF) continue;
+      if (given[d] >= n) {
+        return fmt::format("--prio-map: DSCP {} maps to priority {}, not below --priorities {}", d,
+                           given[d], n);
+      }
+      o.dscp_map[d] = given[d];
+    }
+  }
+  return {};
 }
 
 int run(const SwitchArgs& a) {
@@ -89,12 +165,7 @@ int run(const SwitchArgs& a) {
                    .pmax = 0.2,
                    .at = fabric::MarkPoint::kDequeue};
   }
-  if (!a.pfc.empty()) {
-    if (o.mode != SwitchMode::kLossless) return fail("--pfc needs --mode lossless");
-    if (!parse_pfc(a.pfc, o.queue.pfc, error)) return fail(error);
-  } else {
-    o.queue.pfc = {.xoff_bytes = 64 * 1024, .xon_bytes = 32 * 1024, .headroom_bytes = 0};
-  }
+  if (const std::string bad = apply_priorities(a, o); !bad.empty()) return fail(bad);
   // The forwarder pauses with no reaction time: one frame past XOFF is the most it queues.
   o.queue.pfc.headroom_bytes = std::max<uint64_t>(o.queue.pfc.headroom_bytes, o.slot_bytes);
   o.queue.seed = a.seed;
@@ -132,9 +203,21 @@ Subcommand add_switch_command(CLI::App& app) {
   sub->add_option("--ecn", a->ecn,
                   "RED/ECN: kmin=SIZE,kmax=SIZE,pmax=P[,at=enqueue|dequeue] (ecn mode default "
                   "kmin=20KB,kmax=200KB,pmax=0.2)");
-  sub->add_option(
-      "--pfc", a->pfc,
-      "Lossless thresholds per ingress: xoff=SIZE,xon=SIZE (default xoff=64KB,xon=32KB)");
+  sub->add_option("--pfc", a->pfc,
+                  "Lossless thresholds per (ingress, priority): xoff=SIZE,xon=SIZE (default "
+                  "xoff=64KB,xon=32KB); and/or lossless priorities PRIO[,PRIO] beside lossy ones "
+                  "(--mode lossy or ecn). May be repeated");
+  sub->add_option("--priorities", a->priorities,
+                  "Priority queues per egress port, 1..8; a frame's priority comes from its "
+                  "DSCP (--prio-map)")
+      ->capture_default_str();
+  sub->add_option("--prio-map", a->prio_map,
+                  "DSCP=PRIO[,DSCP=PRIO]: DSCP to priority, over the default DSCP >> 3 (capped "
+                  "at --priorities - 1); non-IP frames are priority 0");
+  sub->add_option("--dwrr", a->dwrr,
+                  "W0,W1,...: DWRR weights, one per priority (quantum W x 1500 B; default all 1)");
+  sub->add_option("--strict", a->strict,
+                  "PRIO[,PRIO]: strict priorities, served before the DWRR ones, highest first");
   sub->add_option("--seed", a->seed, "Seed of the RED marking draws")->capture_default_str();
   sub->add_option("--frame-slots", a->frame_slots,
                   "Frame buffers (2 KiB each) for all queues and lossless hold queues")

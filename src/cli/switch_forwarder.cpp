@@ -92,6 +92,9 @@ struct PortStats {
   uint64_t rx_frames = 0, rx_bytes = 0, tx_frames = 0, tx_bytes = 0;
   uint64_t flooded = 0, filtered = 0, held = 0, held_max = 0, oversized = 0;
   uint64_t tx_dropped_at_start = 0;
+  // Per priority, frames of this ingress held while (ingress, priority) was paused; held_max
+  // above is the largest of the priorities' held_max.
+  std::array<uint64_t, fabric::kMaxPriorities> prio_held{}, prio_held_max{};
 };
 
 class Forwarder {
@@ -103,11 +106,13 @@ class Forwarder {
         model_(qc),
         pool_(size_t{o.frame_slots} * o.slot_bytes),
         lens_(o.frame_slots),
-        stats_(ports_.size()) {
+        stats_(ports_.size()),
+        classes_(qc.priorities) {
     free_.reserve(o.frame_slots);
     for (uint32_t s = o.frame_slots; s-- > 0;) free_.push_back(s);
-    holds_.reserve(ports_.size());
-    for (size_t i = 0; i < ports_.size(); ++i) holds_.emplace_back(o.frame_slots);
+    // One hold queue per (ingress, priority), each with room for every frame slot.
+    holds_.reserve(ports_.size() * classes_);
+    for (size_t i = 0; i < ports_.size() * classes_; ++i) holds_.emplace_back(o.frame_slots);
     for (size_t i = 0; i < ports_.size(); ++i) {
       stats_[i].tx_dropped_at_start = sysfs_counter(ports_[i]->name(), "tx_dropped");
       pfds_.push_back({.fd = ports_[i]->fd(), .events = POLLIN, .revents = 0});
@@ -176,7 +181,18 @@ class Forwarder {
   uint8_t* slot(uint32_t s) { return pool_.data() + size_t{s} * o_.slot_bytes; }
   std::span<uint8_t> frame(uint32_t s) { return {slot(s) + kHdr, lens_[s] - kHdr}; }
   void release(uint32_t s) { free_.push_back(s); }
-  [[nodiscard]] bool lossless() const { return o_.mode == SwitchMode::kLossless; }
+  [[nodiscard]] bool any_lossless() const {
+    for (uint32_t c = 0; c < classes_; ++c) {
+      if (model_.lossless(c)) return true;
+    }
+    return false;
+  }
+  SlotRing& hold_queue(uint32_t in, uint32_t cls) { return holds_[size_t{in} * classes_ + cls]; }
+  // The frame's priority from its DSCP (non-IP frames: 0).
+  uint8_t priority_of(std::span<const uint8_t> f) const {
+    const fabric::FrameEcn e = fabric::frame_ecn(f);
+    return e.ip ? o_.dscp_map[e.dscp] : 0;
+  }
 
   bool receive_all(TimePoint now) {
     bool any = false;
@@ -224,8 +240,10 @@ class Forwarder {
       release(s);
       return;
     }
-    if (lossless() && (model_.paused(in) || !holds_[in].empty())) {
-      hold(in, s, *out);
+    const uint8_t prio = priority_of(f);
+    const uint32_t cls = model_.traffic_class(prio);
+    if (model_.lossless(cls) && (model_.paused(in, cls) || !hold_queue(in, cls).empty())) {
+      hold(in, cls, s, *out);
       return;
     }
     offer(*out, in, s, now);
@@ -257,12 +275,15 @@ class Forwarder {
     }
   }
 
-  void hold(uint32_t in, uint32_t s, uint32_t out) {
+  void hold(uint32_t in, uint32_t cls, uint32_t s, uint32_t out) {
+    SlotRing& h = hold_queue(in, cls);
     // Cannot fail: the ring has a place for every frame slot.
-    (void)holds_[in].push(s, out);
+    (void)h.push(s, out);
     PortStats& st = stats_[in];
     ++st.held;
-    st.held_max = std::max<uint64_t>(st.held_max, holds_[in].size());
+    ++st.prio_held[cls];
+    st.prio_held_max[cls] = std::max<uint64_t>(st.prio_held_max[cls], h.size());
+    st.held_max = std::max(st.held_max, st.prio_held_max[cls]);
   }
 
   void flood(uint32_t in, uint32_t s) {
@@ -281,8 +302,11 @@ class Forwarder {
   void offer(uint32_t out, uint32_t in, uint32_t s, TimePoint now) {
     const std::span<uint8_t> f = frame(s);
     const fabric::FrameEcn ecn = fabric::frame_ecn(f);
-    const fabric::Packet p{
-        .bytes = static_cast<uint32_t>(f.size()), .ingress = in, .cookie = s, .ect = ecn.ect()};
+    const fabric::Packet p{.bytes = static_cast<uint32_t>(f.size()),
+                           .ingress = in,
+                           .cookie = s,
+                           .ect = ecn.ect(),
+                           .priority = ecn.ip ? o_.dscp_map[ecn.dscp] : uint8_t{0}};
     const fabric::EnqueueResult r = model_.enqueue(out, p, now);
     if (r.verdict != fabric::EnqueueVerdict::kQueued) {
       release(s);
@@ -309,7 +333,9 @@ class Forwarder {
           bufs[n] = slot(s);
           lens[n] = lens_[s];
           ++n;
-          if (d->resume) release_hold(d->packet.ingress, now);
+          if (d->resume) {
+            release_hold(d->packet.ingress, model_.traffic_class(d->packet.priority), now);
+          }
         }
         if (n == 0) break;
         any = true;
@@ -324,11 +350,11 @@ class Forwarder {
     return any;
   }
 
-  // XON for ingress `in`: its held frames enter the queues, oldest first, until it is
-  // paused again.
-  void release_hold(uint32_t in, TimePoint now) {
-    SlotRing& h = holds_[in];
-    while (!h.empty() && !model_.paused(in)) {
+  // XON for (ingress `in`, priority `cls`): its held frames enter the queues, oldest first,
+  // until it is paused again.
+  void release_hold(uint32_t in, uint32_t cls, TimePoint now) {
+    SlotRing& h = hold_queue(in, cls);
+    while (!h.empty() && !model_.paused(in, cls)) {
       const auto [s, out] = h.pop();
       offer(out, in, s, now);
     }
@@ -355,6 +381,30 @@ class Forwarder {
                    static_cast<unsigned long long>(c.dropped_tail + c.dropped_headroom),
                    model_.paused(e) ? 1 : 0, static_cast<unsigned long long>(stats_[e].tx_bytes));
     }
+  }
+
+  // Egress queue e's counters per priority, with the PFC state of port e as an ingress.
+  nlohmann::json priority_json(uint32_t e, TimePoint now) const {
+    nlohmann::json a = nlohmann::json::array();
+    const PortStats& st = stats_[e];
+    for (uint32_t c = 0; c < classes_; ++c) {
+      const fabric::PortCounters& q = model_.port(e, c);
+      const fabric::IngressCounters in = model_.ingress(e, c, now);
+      a.push_back({{"priority", c},
+                   {"enqueued", q.enqueued},
+                   {"dequeued", q.dequeued},
+                   {"dequeued_bytes", q.dequeued_bytes},
+                   {"dropped_tail", q.dropped_tail},
+                   {"dropped_headroom", q.dropped_headroom},
+                   {"ecn_marked", q.ecn_marked},
+                   {"depth_bytes", q.depth_bytes},
+                   {"max_depth_bytes", q.max_depth_bytes},
+                   {"pause_events", in.pause_events},
+                   {"paused_ns", in.paused_ns},
+                   {"held", st.prio_held[c]},
+                   {"held_max", st.prio_held_max[c]}});
+    }
+    return a;
   }
 
   nlohmann::json stats_json(TimePoint now) {
@@ -385,6 +435,7 @@ class Forwarder {
                        {"paused_ns", in.paused_ns},
                        {"held", st.held},
                        {"held_max", st.held_max},
+                       {"priorities", priority_json(e, now)},
                        {"kernel_rx_drops", krx},
                        {"kernel_tx_dropped", ktx},
                        {"truncated", ports_[e]->truncated()},
@@ -401,6 +452,7 @@ class Forwarder {
                         {"buffer_bytes", q.port_buffer_bytes},
                         {"shared_buffer_bytes", q.shared_buffer_bytes},
                         {"elapsed_ns", (now - start_).count()},
+                        {"priorities", classes_},
                         {"ports", ports},
                         {"totals",
                          {{"enqueued", enq},
@@ -415,9 +467,17 @@ class Forwarder {
                                     {"at", q.red.at == fabric::MarkPoint::kEnqueue ? "enqueue"
                                                                                    : "dequeue"}}
                    : nlohmann::json(nullptr);
-    j["pfc"] = lossless() ? nlohmann::json{{"xoff_bytes", q.pfc.xoff_bytes},
-                                           {"xon_bytes", q.pfc.xon_bytes}}
-                          : nlohmann::json(nullptr);
+    j["pfc"] = any_lossless() ? nlohmann::json{{"xoff_bytes", q.pfc.xoff_bytes},
+                                               {"xon_bytes", q.pfc.xon_bytes}}
+                              : nlohmann::json(nullptr);
+    nlohmann::json sched = nlohmann::json::array();
+    for (uint32_t c = 0; c < classes_; ++c) {
+      sched.push_back({{"priority", c},
+                       {"lossless", model_.lossless(c)},
+                       {"strict", q.prio[c].strict},
+                       {"dwrr_weight", q.prio[c].dwrr_weight}});
+    }
+    j["scheduling"] = sched;
     return j;
   }
 
@@ -436,6 +496,20 @@ class Forwarder {
                  p["max_depth_bytes"].get<uint64_t>(), p["held_max"].get<uint64_t>(),
                  p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>());
     }
+    if (classes_ == 1) return;
+    // Per priority: egress queue counters, and the port's pauses as an ingress.
+    fmt::print("{:<16} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8}\n", "port", "prio",
+               "enqueued", "dequeued", "dropped", "marked", "pauses", "max_depth_B", "held_max");
+    for (const auto& p : j["ports"]) {
+      for (const auto& c : p["priorities"]) {
+        fmt::print("{:<16} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8}\n",
+                   p["name"].get<std::string>(), c["priority"].get<uint32_t>(),
+                   c["enqueued"].get<uint64_t>(), c["dequeued"].get<uint64_t>(),
+                   c["dropped_tail"].get<uint64_t>() + c["dropped_headroom"].get<uint64_t>(),
+                   c["ecn_marked"].get<uint64_t>(), c["pause_events"].get<uint64_t>(),
+                   c["max_depth_bytes"].get<uint64_t>(), c["held_max"].get<uint64_t>());
+      }
+    }
   }
 
   const SwitchRunOptions& o_;
@@ -448,6 +522,7 @@ class Forwarder {
   std::vector<SlotRing> holds_;
   std::vector<PortStats> stats_;
   std::vector<pollfd> pfds_;
+  uint32_t classes_;  // priority queues per port
   std::FILE* trace_ = nullptr;
   TimePoint start_{};
 };

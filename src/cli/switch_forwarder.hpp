@@ -12,24 +12,31 @@
 // ECN: a packet the model marks gets ECN = CE written into its IPv4 TOS (header checksum
 // recomputed) or IPv6 traffic class (ecn_frame.hpp); only ECT packets are marked.
 //
-// Lossless mode, emulated honestly: a veth has no pause frames, so a sender cannot be
-// stopped. While the model has paused ingress i (its bytes queued anywhere above XOFF), the
-// forwarder keeps reading i's socket but parks its frames, in order, in i's hold queue
-// instead of offering them to the egress queues; when the model resumes i (XON), the held
-// frames enter the queues first. The hold queues play the part of the upstream device's
-// transmit queue that a PAUSE frame would stop, so nothing is dropped while frame slots
-// last; when they run out the forwarder stops reading, the kernel queues in the socket
-// buffer and finally drops (reported as kernel_rx_drops). What it does not emulate: the
-// sender's own rate does not drop (a real pause stops the sender's NIC; here the sender
-// keeps transmitting into the hold queue), there is no pause propagation further upstream,
+// Priorities: a frame's priority is dscp_map[its DSCP] (non-IP: 0); each egress port has
+// --priorities queues served by strict priority and DWRR (switch_queue.hpp has the rules).
+//
+// Lossless priorities (every one in --mode lossless, or those named by --pfc PRIO), emulated
+// honestly: a veth has no pause frames, so a sender cannot be stopped. While the model has
+// paused (ingress i, priority c) (i's bytes of c queued anywhere above XOFF), the forwarder
+// keeps reading i's socket but parks i's frames of priority c, in order, in the hold queue
+// of (i, c) instead of offering them to the egress queues; i's other priorities keep
+// flowing. When the model resumes (i, c) (XON), the held frames enter the queues first. The hold
+// queues play the part of the upstream device's transmit queue that a PAUSE frame would stop, so
+// nothing is dropped while frame slots last; when they run out the forwarder stops reading, the
+// kernel queues in the socket buffer and finally drops (reported as kernel_rx_drops). What it does
+// not emulate: the sender's own rate does not drop (a real pause stops the sender's NIC; here the
+// sender keeps transmitting into the hold queue), there is no pause propagation further upstream,
 // no pause frame on the wire, and a pause takes effect with zero reaction time (so the
-// model's headroom is never needed).
+// model's headroom is never needed). No downstream pause either: the model's egress
+// queues are never held by a next hop.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cli/switch_options.hpp"
 #include "fabric/switch_queue.hpp"
 
 namespace uroce::cli {
@@ -41,11 +48,14 @@ struct SwitchRunOptions {
   SwitchMode mode = SwitchMode::kLossy;
   bool unlimited = false;           // --rate unlimited: no shaping, for measuring the forwarder
   fabric::SwitchQueueConfig queue;  // ports counts are filled in from `ports`
-  uint32_t frame_slots = 32768;     // frame buffers shared by all queues and hold queues
-  uint32_t slot_bytes = 2048;       // per frame buffer, including the 10-byte vnet header
-  double duration_s = 0;            // 0: until SIGINT/SIGTERM
-  double stats_every_s = 0;         // 0: no periodic lines on stderr
-  std::string trace_path;           // CSV of queue samples; empty: none
+  // A frame's priority: dscp_map[DSCP of its IP header] (the model caps it at priorities - 1);
+  // non-IP frames are priority 0. Default DSCP >> 3.
+  DscpMap dscp_map = default_dscp_map();
+  uint32_t frame_slots = 32768;  // frame buffers shared by all queues and hold queues
+  uint32_t slot_bytes = 2048;    // per frame buffer, including the 10-byte vnet header
+  double duration_s = 0;         // 0: until SIGINT/SIGTERM
+  double stats_every_s = 0;      // 0: no periodic lines on stderr
+  std::string trace_path;        // CSV of queue samples; empty: none
   double trace_interval_us = 1000;
   bool json = false;
 };

@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <optional>
 #include <vector>
 
 namespace uroce::cli {
@@ -34,6 +35,29 @@ bool split_pairs(std::string_view text, std::string_view option,
     pos = comma + 1;
   }
   return true;
+}
+
+// The comma-separated pieces of `text` (an empty text is one empty piece).
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = text.find(',', pos);
+    out.push_back(
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
+    if (comma == std::string_view::npos) return out;
+    pos = comma + 1;
+  }
+}
+
+// A whole decimal number in [lo, hi].
+std::optional<uint32_t> parse_uint(std::string_view s, uint32_t lo, uint32_t hi) {
+  uint32_t v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi) {
+    return std::nullopt;
+  }
+  return v;
 }
 
 }  // namespace
@@ -121,6 +145,86 @@ bool parse_pfc(std::string_view text, fabric::PfcParams& pfc, std::string& error
     error = fmt::format("--pfc: xoff ({} B) must be above 0 and xon ({} B) not above it",
                         pfc.xoff_bytes, pfc.xon_bytes);
     return false;
+  }
+  return true;
+}
+
+bool parse_priorities(std::string_view text, std::string_view option, PriorityMask& mask,
+                      std::string& error) {
+  for (const std::string_view piece : split_commas(text)) {
+    const auto p = parse_uint(piece, 0, fabric::kMaxPriorities - 1);
+    if (!p) {
+      error = fmt::format("{}: priority '{}' is not valid; use 0..7, e.g. 3 or 3,4", option, piece);
+      return false;
+    }
+    mask = static_cast<PriorityMask>(mask | 1u << *p);
+  }
+  return true;
+}
+
+bool parse_pfc_arg(std::string_view text, fabric::PfcParams& pfc, bool& thresholds,
+                   PriorityMask& lossless, std::string& error) {
+  std::string kv;
+  for (const std::string_view piece : split_commas(text)) {
+    if (piece.find('=') != std::string_view::npos) {
+      if (!kv.empty()) kv += ',';
+      kv += piece;
+    } else if (const auto p = parse_uint(piece, 0, fabric::kMaxPriorities - 1)) {
+      lossless = static_cast<PriorityMask>(lossless | 1u << *p);
+    } else {
+      error = fmt::format(
+          "--pfc: '{}' is neither a priority (0..7) nor key=value; use e.g. 3,4 or "
+          "xoff=64KB,xon=32KB",
+          piece);
+      return false;
+    }
+  }
+  if (kv.empty()) return true;
+  thresholds = true;
+  return parse_pfc(kv, pfc, error);
+}
+
+DscpMap default_dscp_map() {
+  DscpMap m{};
+  for (size_t d = 0; d < m.size(); ++d) m[d] = static_cast<uint8_t>(d >> 3);
+  return m;
+}
+
+bool parse_prio_map(std::string_view text, DscpMap& map, std::string& error) {
+  for (const std::string_view piece : split_commas(text)) {
+    const size_t eq = piece.find('=');
+    if (eq == std::string_view::npos) {
+      error = fmt::format("--prio-map: '{}' is not DSCP=PRIO, e.g. 26=3,48=6", piece);
+      return false;
+    }
+    const auto dscp = parse_uint(piece.substr(0, eq), 0, 63);
+    if (!dscp) {
+      error = fmt::format("--prio-map: DSCP '{}' is not valid; use 0..63", piece.substr(0, eq));
+      return false;
+    }
+    const auto prio = parse_uint(piece.substr(eq + 1), 0, fabric::kMaxPriorities - 1);
+    if (!prio) {
+      error = fmt::format("--prio-map: priority '{}' is not valid; use 0..7", piece.substr(eq + 1));
+      return false;
+    }
+    map[*dscp] = static_cast<uint8_t>(*prio);
+  }
+  return true;
+}
+
+bool parse_dwrr(std::string_view text, DwrrWeights& w, std::string& error) {
+  w = {};
+  for (const std::string_view piece : split_commas(text)) {
+    if (w.count == fabric::kMaxPriorities) {
+      error = "--dwrr: more than 8 weights; give one per priority, e.g. 1,1,1,4";
+      return false;
+    }
+    const auto v = parse_uint(piece, 1, 1000);
+    if (!v) {
+      error = fmt::format("--dwrr: weight '{}' is not valid; use an integer in 1..1000", piece);
+      return false;
+    }
+    w.weight[w.count++] = *v;
   }
   return true;
 }

@@ -48,8 +48,8 @@ FrameEcn frame_ecn(std::span<const uint8_t> frame) {
   const uint8_t* ip = &frame[l3.offset];
   // IPv4: TOS byte 1, ECN its low 2 bits. IPv6: traffic class spans bytes 0-1, ECN is bits
   // 5-4 of byte 1.
-  const uint8_t bits = l3.v4 ? (ip[1] & 0x03) : ((ip[1] >> 4) & 0x03);
-  return {.ip = true, .ecn = static_cast<Ecn>(bits)};
+  const uint8_t tos = l3.v4 ? ip[1] : static_cast<uint8_t>((ip[0] & 0x0F) << 4 | ip[1] >> 4);
+  return {.ip = true, .ecn = static_cast<Ecn>(tos & 0x03), .dscp = static_cast<uint8_t>(tos >> 2)};
 }
 
 bool mark_ce(std::span<uint8_t> frame) {

@@ -1,5 +1,5 @@
-// ECN bits of an Ethernet frame carrying IPv4 or IPv6 (optionally behind one 802.1Q tag):
-// read them, and mark a packet Congestion Experienced the way a switch does. Pure byte
+// ECN bits (and DSCP) of an Ethernet frame carrying IPv4 or IPv6 (optionally behind one 802.1Q
+// tag): read them, and mark a packet Congestion Experienced the way a switch does. Pure byte
 // manipulation, no I/O. Marking rewrites only the ECN field (and, for IPv4, the header
 // checksum); the UDP checksum covers neither (its pseudo-header has no TOS/traffic class)
 // and RoCE v2's ICRC masks the whole TOS/traffic class byte, so a marked RoCE packet stays
@@ -16,6 +16,7 @@ enum class Ecn : uint8_t { kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3 };
 struct FrameEcn {
   bool ip = false;  // IPv4 or IPv6 header found (and long enough)
   Ecn ecn = Ecn::kNotEct;
+  uint8_t dscp = 0;  // the upper 6 bits of the IPv4 TOS / IPv6 traffic class
   [[nodiscard]] bool ect() const { return ip && ecn != Ecn::kNotEct; }
 };
 

@@ -11,13 +11,14 @@
 
 namespace uroce::fabric {
 
-// What the model knows of a packet: its length and where it came from. The bytes stay with
-// the caller, found again by `cookie` (a frame slot, a simulator packet id, ...).
+// What the model knows of a packet: its length, where it came from and its priority. The bytes stay
+// with the caller, found again by `cookie` (a frame slot, a simulator packet id, ...).
 struct Packet {
   uint32_t bytes = 0;    // length that occupies buffer and link (the Ethernet frame)
   uint32_t ingress = 0;  // ingress port, for per-ingress (PFC) accounting
   uint64_t cookie = 0;   // the caller's handle, returned unchanged
   bool ect = false;      // ECN-capable (ECT(0), ECT(1) or already CE): may be marked
+  uint8_t priority = 0;  // 802.1p priority / traffic class, 0..7 (switch_queue.hpp)
 };
 
 struct QueuedPacket {

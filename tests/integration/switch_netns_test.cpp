@@ -432,6 +432,25 @@ TEST(SwitchCli, BadValuesGiveOneLineErrors) {
        "uroce switch: --ecn marks only in --mode ecn or lossless; lossy is tail drop alone\n"},
       {{"--port", "a", "--port", "b", "--mode", "lossless", "--pfc", "xoff=10KB,xon=20KB"},
        "uroce switch: --pfc: xoff (10240 B) must be above 0 and xon (20480 B) not above it\n"},
+      {{"--port", "a", "--port", "b", "--priorities", "9"},
+       "uroce switch: --priorities 9 is not valid; use 1..8\n"},
+      {{"--port", "a", "--port", "b", "--priorities", "4", "--pfc", "4"},
+       "uroce switch: --pfc: priority 4 is not below --priorities 4; use 0..3 or raise "
+       "--priorities\n"},
+      {{"--port", "a", "--port", "b", "--mode", "lossless", "--priorities", "4", "--pfc", "3"},
+       "uroce switch: --pfc PRIO: --mode lossless already makes every priority lossless; use "
+       "--mode ecn or lossy for lossless priorities beside lossy ones\n"},
+      {{"--port", "a", "--port", "b", "--mode", "ecn", "--pfc", "xoff=64KB,xon=32KB"},
+       "uroce switch: --pfc needs --mode lossless, or lossless priorities (e.g. --pfc 3)\n"},
+      {{"--port", "a", "--port", "b", "--priorities", "2", "--strict", "2"},
+       "uroce switch: --strict: priority 2 is not below --priorities 2; use 0..1 or raise "
+       "--priorities\n"},
+      {{"--port", "a", "--port", "b", "--priorities", "4", "--dwrr", "1,2"},
+       "uroce switch: --dwrr has 2 weights for 4 priorities; give one per priority\n"},
+      {{"--port", "a", "--port", "b", "--priorities", "4", "--prio-map", "26=5"},
+       "uroce switch: --prio-map: DSCP 26 maps to priority 5, not below --priorities 4\n"},
+      {{"--port", "a", "--port", "b", "--prio-map", "26"},
+       "uroce switch: --prio-map: '26' is not DSCP=PRIO, e.g. 26=3,48=6\n"},
       {{"--port", "a"}, "uroce switch: give at least two --port interfaces to switch between\n"},
       {{"--port", "a", "--port", "a"}, "uroce switch: --port a is given twice\n"},
   };

@@ -1,4 +1,5 @@
-// `uroce switch`'s value parsing: rates and sizes in tc's units, --ecn and --pfc lists.
+// `uroce switch`'s value parsing: rates and sizes in tc's units, --ecn and --pfc lists, and the
+// priority options (--pfc PRIO, --strict, --prio-map, --dwrr).
 #include "cli/switch_options.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +71,97 @@ TEST(SwitchOptions, PfcList) {
   EXPECT_EQ(e, "--pfc needs xoff and xon, e.g. xoff=64KB,xon=32KB");
   EXPECT_FALSE(parse_pfc("xoff=64KB,xon=1KB,pause=1", pfc, e));
   EXPECT_EQ(e, "--pfc: unknown key 'pause'; use xoff, xon, headroom");
+}
+
+// --pfc takes thresholds, lossless priorities, or both in one value.
+TEST(SwitchOptions, PfcArgPrioritiesAndThresholds) {
+  std::string e;
+  fabric::PfcParams pfc{.xoff_bytes = 65536, .xon_bytes = 32768, .headroom_bytes = 0};
+  bool thresholds = false;
+  PriorityMask lossless = 0;
+  ASSERT_TRUE(parse_pfc_arg("3", pfc, thresholds, lossless, e)) << e;
+  EXPECT_EQ(lossless, 0x08);
+  EXPECT_FALSE(thresholds);
+  EXPECT_EQ(pfc.xoff_bytes, 65536u);  // untouched
+  ASSERT_TRUE(parse_pfc_arg("0,7,xoff=16KB,xon=8KB", pfc, thresholds, lossless, e)) << e;
+  EXPECT_EQ(lossless, 0x89);
+  EXPECT_TRUE(thresholds);
+  EXPECT_EQ(pfc.xoff_bytes, 16384u);
+  EXPECT_EQ(pfc.xon_bytes, 8192u);
+  thresholds = false;
+  lossless = 0;
+  ASSERT_TRUE(parse_pfc_arg("xoff=64KB,xon=32KB", pfc, thresholds, lossless, e)) << e;
+  EXPECT_TRUE(thresholds);
+  EXPECT_EQ(lossless, 0);
+  EXPECT_FALSE(parse_pfc_arg("8", pfc, thresholds, lossless, e));
+  EXPECT_EQ(e,
+            "--pfc: '8' is neither a priority (0..7) nor key=value; use e.g. 3,4 or "
+            "xoff=64KB,xon=32KB");
+  EXPECT_FALSE(parse_pfc_arg("3,,4", pfc, thresholds, lossless, e));
+  EXPECT_EQ(e,
+            "--pfc: '' is neither a priority (0..7) nor key=value; use e.g. 3,4 or "
+            "xoff=64KB,xon=32KB");
+  EXPECT_FALSE(parse_pfc_arg("3,xoff=64KB", pfc, thresholds, lossless, e));
+  EXPECT_EQ(e, "--pfc needs xoff and xon, e.g. xoff=64KB,xon=32KB");
+}
+
+TEST(SwitchOptions, StrictPriorities) {
+  std::string e;
+  PriorityMask m = 0;
+  ASSERT_TRUE(parse_priorities("6", "--strict", m, e)) << e;
+  EXPECT_EQ(m, 0x40);
+  ASSERT_TRUE(parse_priorities("7,5", "--strict", m, e)) << e;
+  EXPECT_EQ(m, 0xE0);
+  EXPECT_FALSE(parse_priorities("9", "--strict", m, e));
+  EXPECT_EQ(e, "--strict: priority '9' is not valid; use 0..7, e.g. 3 or 3,4");
+  EXPECT_FALSE(parse_priorities("-1", "--strict", m, e));
+  EXPECT_EQ(e, "--strict: priority '-1' is not valid; use 0..7, e.g. 3 or 3,4");
+  EXPECT_FALSE(parse_priorities("", "--strict", m, e));
+  EXPECT_EQ(e, "--strict: priority '' is not valid; use 0..7, e.g. 3 or 3,4");
+}
+
+TEST(SwitchOptions, DscpMapDefaultAndOverrides) {
+  std::string e;
+  DscpMap m = default_dscp_map();
+  EXPECT_EQ(m[0], 0);
+  EXPECT_EQ(m[7], 0);
+  EXPECT_EQ(m[8], 1);
+  EXPECT_EQ(m[26], 3);  // RoCE's usual DSCP
+  EXPECT_EQ(m[46], 5);  // EF
+  EXPECT_EQ(m[48], 6);  // CS6, the mlx5 CNP DSCP
+  EXPECT_EQ(m[63], 7);
+  ASSERT_TRUE(parse_prio_map("26=1,48=2", m, e)) << e;
+  EXPECT_EQ(m[26], 1);
+  EXPECT_EQ(m[48], 2);
+  EXPECT_EQ(m[27], 3);  // the rest unchanged
+  EXPECT_FALSE(parse_prio_map("26", m, e));
+  EXPECT_EQ(e, "--prio-map: '26' is not DSCP=PRIO, e.g. 26=3,48=6");
+  EXPECT_FALSE(parse_prio_map("64=1", m, e));
+  EXPECT_EQ(e, "--prio-map: DSCP '64' is not valid; use 0..63");
+  EXPECT_FALSE(parse_prio_map("26=8", m, e));
+  EXPECT_EQ(e, "--prio-map: priority '8' is not valid; use 0..7");
+  EXPECT_FALSE(parse_prio_map("x=1", m, e));
+  EXPECT_EQ(e, "--prio-map: DSCP 'x' is not valid; use 0..63");
+}
+
+TEST(SwitchOptions, DwrrWeights) {
+  std::string e;
+  DwrrWeights w;
+  ASSERT_TRUE(parse_dwrr("1,2,4", w, e)) << e;
+  EXPECT_EQ(w.count, 3u);
+  EXPECT_EQ(w.weight[0], 1u);
+  EXPECT_EQ(w.weight[1], 2u);
+  EXPECT_EQ(w.weight[2], 4u);
+  ASSERT_TRUE(parse_dwrr("1000,1,1,1,1,1,1,1", w, e)) << e;
+  EXPECT_EQ(w.count, 8u);
+  EXPECT_FALSE(parse_dwrr("1,0", w, e));
+  EXPECT_EQ(e, "--dwrr: weight '0' is not valid; use an integer in 1..1000");
+  EXPECT_FALSE(parse_dwrr("1001", w, e));
+  EXPECT_EQ(e, "--dwrr: weight '1001' is not valid; use an integer in 1..1000");
+  EXPECT_FALSE(parse_dwrr("1.5", w, e));
+  EXPECT_EQ(e, "--dwrr: weight '1.5' is not valid; use an integer in 1..1000");
+  EXPECT_FALSE(parse_dwrr("1,1,1,1,1,1,1,1,1", w, e));
+  EXPECT_EQ(e, "--dwrr: more than 8 weights; give one per priority, e.g. 1,1,1,4");
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ TEST(EcnFrame, Ipv4EctBecomesCeWithAValidChecksum) {
   std::vector<uint8_t> f = ipv4_frame(0x02 | (26 << 2));  // DSCP 26, ECT(0)
   EXPECT_TRUE(frame_ecn(f).ect());
   EXPECT_EQ(frame_ecn(f).ecn, Ecn::kEct0);
+  EXPECT_EQ(frame_ecn(f).dscp, 26);
   const std::vector<uint8_t> before = f;
   ASSERT_TRUE(mark_ce(f));
   EXPECT_EQ(frame_ecn(f).ecn, Ecn::kCe);
@@ -72,6 +73,7 @@ TEST(EcnFrame, Ipv6TrafficClassEcnBits) {
   ip[3] = 0x45;
   f.insert(f.end(), ip.begin(), ip.end());
   EXPECT_EQ(frame_ecn(f).ecn, Ecn::kEct0);
+  EXPECT_EQ(frame_ecn(f).dscp, 45);
   ASSERT_TRUE(mark_ce(f));
   EXPECT_EQ(frame_ecn(f).ecn, Ecn::kCe);
   EXPECT_EQ(f[14], 0x6B);  // version and DSCP's high bits kept
@@ -85,6 +87,7 @@ TEST(EcnFrame, VlanTaggedIpv4) {
   f.insert(f.end(), {0x81, 0x00, 0x00, 0x64});
   f.insert(f.end(), plain.begin() + 12, plain.end());
   EXPECT_EQ(frame_ecn(f).ecn, Ecn::kEct1);
+  EXPECT_EQ(frame_ecn(f).dscp, 0);
   ASSERT_TRUE(mark_ce(f));
   EXPECT_EQ(f[19], 0x03);
   EXPECT_EQ(f[28] << 8 | f[29], ipv4_checksum(&f[18]));

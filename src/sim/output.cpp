@@ -1,0 +1,266 @@
+#include "sim/output.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace uroce::sim {
+
+namespace {
+
+std::string g(double v) {
+  return fmt::format("{:.6g}", v);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string_view op_name(FlowOp op) {
+  switch (op) {
+    case FlowOp::kWrite:
+      return "write";
+    case FlowOp::kSend:
+      return "send";
+    case FlowOp::kRead:
+      return "read";
+  }
+  return "?";
+}
+
+std::string_view topology_name(TopologyKind k) {
+  switch (k) {
+    case TopologyKind::kBackToBack:
+      return "back_to_back";
+    case TopologyKind::kStar:
+      return "star";
+    case TopologyKind::kDumbbell:
+      return "dumbbell";
+    case TopologyKind::kLeafSpine:
+      return "leaf_spine";
+  }
+  return "?";
+}
+
+constexpr std::array<uint64_t, 4> kBucketEdges = {10 * 1024, 100 * 1024, 1024 * 1024,
+                                                  10 * 1024 * 1024};
+
+struct Totals {
+  uint64_t drops_tail = 0, drops_headroom = 0, drops_link = 0, ecn_marks = 0, cnps = 0;
+  uint64_t pause_frames = 0, paused_ns = 0, retransmitted = 0, timeouts = 0;
+};
+
+uint64_t flow_retransmits(const Simulator& sim, const FlowState& f) {
+  const transport::Counters* c = sim.qp_counters(f.req_host, f.req_qpn);
+  return c != nullptr ? c->get(transport::Counter::kRetransmittedPkts) : 0;
+}
+
+}  // namespace
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+OutputFiles render_outputs(const Simulator& sim) {
+  using transport::Counter;
+  const Scenario& sc = sim.scenario();
+  const Topology& topo = sim.topology();
+  const TimePoint now = sim.now();
+  OutputFiles out;
+
+  // flows.csv
+  out.flows_csv =
+      "flow_id,src,dst,op,bytes,priority,start_ns,end_ns,fct_ns,ideal_fct_ns,slowdown,goodput_gbps,"
+      "retransmitted_packets,completed\n";
+  uint64_t completed = 0;
+  uint64_t completed_bytes = 0;
+  uint64_t first_start = UINT64_MAX;
+  std::array<std::vector<double>, kBucketEdges.size() + 1> slow;
+  std::array<std::vector<double>, kBucketEdges.size() + 1> fct;
+  for (const FlowState& f : sim.flows()) {
+    const FlowSpec& s = f.spec;
+    first_start = std::min(first_start, s.start_ns);
+    std::string tail;
+    if (f.completed) {
+      const auto fct_ns = static_cast<uint64_t>((f.end - f.start).count());
+      const double sd =
+          f.ideal_ns != 0 ? static_cast<double>(fct_ns) / static_cast<double>(f.ideal_ns) : 0;
+      const double gp =
+          fct_ns != 0 ? static_cast<double>(s.bytes) * 8.0 / static_cast<double>(fct_ns) : 0;
+      tail = fmt::format("{},{},{},{},{}", f.end.count(), fct_ns, f.ideal_ns, g(sd), g(gp));
+      ++completed;
+      completed_bytes += s.bytes;
+      size_t b = 0;
+      while (b < kBucketEdges.size() && s.bytes > kBucketEdges[b]) ++b;
+      slow[b].push_back(sd);
+      fct[b].push_back(static_cast<double>(fct_ns));
+    } else {
+      tail = fmt::format(",,{},,", f.ideal_ns);
+    }
+    out.flows_csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.id, topo.node(s.src).name,
+                                 topo.node(s.dst).name, op_name(s.op), s.bytes, s.priority,
+                                 f.started ? f.start.count() : static_cast<int64_t>(s.start_ns),
+                                 tail, flow_retransmits(sim, f), f.completed ? 1 : 0);
+  }
+
+  Totals t;
+  // ports.csv and queues.csv
+  out.ports_csv =
+      "switch,port,peer,priority,enqueued,dequeued_bytes,dropped_tail,dropped_headroom,ecn_marked,"
+      "max_depth_bytes,pause_frames_sent,paused_ns\n";
+  std::vector<std::vector<uint8_t>> used(sim.switch_count());
+  for (uint32_t s = 0; s < sim.switch_count(); ++s) {
+    const SwitchNode& m = sim.switch_node(s);
+    const Node& node = topo.node(topo.hosts() + s);
+    used[s].assign(static_cast<size_t>(m.ports()) * kPriorities, 0);
+    for (uint32_t p = 0; p < m.ports(); ++p) {
+      for (uint32_t pr = 0; pr < SwitchNode::priorities(); ++pr) {
+        const EgressStats e = m.stats(p, static_cast<uint8_t>(pr), now);
+        used[s][p * kPriorities + pr] = e.max_depth_bytes > 0 ? 1 : 0;
+        out.ports_csv += fmt::format(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n", node.name, p,
+            topo.node(node.ports[p].peer).name, pr, e.enqueued, e.dequeued_bytes, e.dropped_tail,
+            e.dropped_headroom, e.ecn_marked, e.max_depth_bytes, e.pause_frames_sent, e.paused_ns);
+        t.drops_tail += e.dropped_tail;
+        t.drops_headroom += e.dropped_headroom;
+        t.ecn_marks += e.ecn_marked;
+        t.pause_frames += e.pause_frames_sent;
+        t.paused_ns += e.paused_ns;
+      }
+    }
+  }
+  out.queues_csv = "time_ns,switch,port,priority,depth_bytes\n";
+  for (const QueueSample& q : sim.queue_samples()) {
+    if (used[q.sw][q.port * kPriorities + q.priority] == 0) continue;
+    out.queues_csv += fmt::format("{},{},{},{},{}\n", q.time_ns,
+                                  topo.node(topo.hosts() + q.sw).name, q.port, q.priority, q.depth);
+  }
+  for (const ChannelStats& c : sim.channels()) t.drops_link += c.lost;
+
+  // hosts.csv
+  out.hosts_csv =
+      "host,tx_packets,rx_packets,tx_bytes,rx_bytes,retransmitted_packets,timeouts,cnps_sent,"
+      "cnps_received,ecn_ce_received,pause_frames_received,paused_ns\n";
+  for (uint32_t h = 0; h < topo.hosts(); ++h) {
+    const HostStats& hs = sim.host_stats(h);
+    const transport::Counters& c = sim.host_counters(h);
+    const uint64_t retrans = c.get(Counter::kRetransmittedPkts);
+    const uint64_t timeouts = c.get(Counter::kLocalAckTimeoutErr);
+    const uint64_t cnps = c.get(Counter::kNpCnpSent);
+    out.hosts_csv += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.node(h).name, hs.tx_packets, hs.rx_packets,
+        hs.tx_bytes, hs.rx_bytes, retrans, timeouts, cnps,
+        c.get(Counter::kRpCnpHandled) + c.get(Counter::kRpCnpIgnored),
+        c.get(Counter::kNpEcnMarkedRocePackets), hs.pause_frames_received, hs.paused_ns);
+    t.retransmitted += retrans;
+    t.timeouts += timeouts;
+    t.cnps += cnps;
+    t.pause_frames += hs.storm_pause_frames;
+    t.paused_ns += hs.paused_ns;
+  }
+
+  // rates.csv, goodput.csv
+  if (sc.transport.cc == transport::CcAlgorithm::kDcqcn) {
+    out.rates_csv = "time_ns,flow_id,rate_gbps\n";
+    for (const FlowSample& r : sim.rate_samples())
+      out.rates_csv += fmt::format("{},{},{}\n", r.time_ns, r.flow, g(r.gbps));
+  }
+  out.goodput_csv = "time_ns,flow_id,gbps\n";
+  for (const FlowSample& r : sim.goodput_samples())
+    out.goodput_csv += fmt::format("{},{},{}\n", r.time_ns, r.flow, g(r.gbps));
+
+  // summary.json
+  const bool lossless = sc.sw.queues.mode == fabric::BufferMode::kLossless;
+  const bool has_switch = topo.switches() > 0;
+  std::string buckets;
+  for (size_t b = 0; b < slow.size(); ++b) {
+    if (slow[b].empty()) continue;
+    buckets += fmt::format(
+        "{}    {{ \"max_bytes\": {}, \"count\": {}, \"p50_slowdown\": {}, \"p99_slowdown\": {}, "
+        "\"p50_fct_ns\": {}, \"p99_fct_ns\": {} }}",
+        buckets.empty() ? "" : ",\n", b < kBucketEdges.size() ? kBucketEdges[b] : 0, slow[b].size(),
+        g(percentile(slow[b], 0.5)), g(percentile(slow[b], 0.99)), g(percentile(fct[b], 0.5)),
+        g(percentile(fct[b], 0.99)));
+  }
+  const uint64_t end_ns = static_cast<uint64_t>(now.count());
+  const uint64_t span =
+      first_start != UINT64_MAX && end_ns > first_start ? end_ns - first_start : 0;
+  const double goodput =
+      span != 0 ? static_cast<double>(completed_bytes) * 8.0 / static_cast<double>(span) : 0;
+  const uint64_t drops = t.drops_tail + t.drops_headroom + t.drops_link;
+  out.summary_json = fmt::format(
+      "{{\n  \"scenario\": {},\n  \"description\": {},\n  \"seed\": {},\n  \"sim_time_ns\": {},\n"
+      "  \"events\": {},\n  \"packet_hops\": {},\n"
+      "  \"config\": {{ \"topology\": \"{}\", \"hosts\": {}, \"switches\": {}, \"link_gbps\": {}, "
+      "\"buffer_mode\": \"{}\", \"cc\": \"{}\", \"recovery\": \"{}\", \"ecn\": {}, \"pfc\": {} "
+      "}},\n"
+      "  \"flows\": {{ \"total\": {}, \"completed\": {} }},\n"
+      "  \"fct_buckets\": [\n{}{}  ],\n"
+      "  \"totals\": {{\n    \"goodput_gbps\": {},\n"
+      "    \"drops\": {}, \"drops_tail\": {}, \"drops_headroom\": {}, \"drops_link\": {},\n"
+      "    \"ecn_marks\": {}, \"cnps\": {}, \"pause_frames\": {}, \"paused_ns\": {},\n"
+      "    \"retransmitted_packets\": {}, \"timeouts\": {}\n  }}\n}}\n",
+      json_string(sc.name), json_string(sc.description), sc.seed, end_ns, sim.events(),
+      sim.packet_hops(), topology_name(sc.topology.kind), topo.hosts(), topo.switches(),
+      g(static_cast<double>(sc.topology.link_bps) / 1e9), lossless ? "lossless" : "lossy",
+      sc.transport.cc == transport::CcAlgorithm::kDcqcn ? "dcqcn" : "none",
+      sc.transport.recovery == transport::Recovery::kSelectiveRepeat ? "sr" : "gbn",
+      has_switch && sc.sw.queues.red.enabled ? "true" : "false",
+      has_switch && lossless ? "true" : "false", sim.flows().size(), completed, buckets,
+      buckets.empty() ? "" : "\n", g(goodput), drops, t.drops_tail, t.drops_headroom, t.drops_link,
+      t.ecn_marks, t.cnps, t.pause_frames, t.paused_ns, t.retransmitted, t.timeouts);
+  return out;
+}
+
+void write_outputs(const OutputFiles& f, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error(
+        fmt::format("{}: cannot create the output directory: {}", dir, ec.message()));
+  auto put = [&](const char* name, const std::string& text) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream o(path, std::ios::binary | std::ios::trunc);
+    o << text;
+    if (!o) throw std::runtime_error(fmt::format("{}: cannot write", path));
+  };
+  put("summary.json", f.summary_json);
+  put("flows.csv", f.flows_csv);
+  put("queues.csv", f.queues_csv);
+  put("ports.csv", f.ports_csv);
+  put("hosts.csv", f.hosts_csv);
+  if (!f.rates_csv.empty()) put("rates.csv", f.rates_csv);
+  put("goodput.csv", f.goodput_csv);
+}
+
+}  // namespace uroce::sim

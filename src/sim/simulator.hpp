@@ -1,0 +1,211 @@
+// The fabric simulator: hosts running the unmodified transport engine (one
+// transport::Engine per host, one RC QP pair per flow), links with a line rate, propagation
+// delay and the impairment model of src/fault, and switches with the shared-buffer queue
+// model of src/fabric (switch_node.hpp), all on one virtual clock (event_queue.hpp).
+//
+//   Simulator sim(scenario, "file.toml");   // builds topology, engines, QPs, flows
+//   sim.run();                              // until every flow completed or duration_ns
+//   write_outputs(sim, dir);                // output.hpp
+//
+// Hosts: the NIC pulls poll_tx only while its link is free and the packet's priority is not
+// paused by PFC from the switch; each packet is serialised at the line rate (wire_bytes()
+// in packet_pool.hpp) and arrives whole at the peer after the propagation delay. Engine
+// timers run at next_deadline(). Nothing reads a wall clock; randomness is seeded.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fault/impair_model.hpp"
+#include "sim/event_queue.hpp"
+#include "sim/packet_pool.hpp"
+#include "sim/scenario.hpp"
+#include "sim/switch_node.hpp"
+#include "sim/topology.hpp"
+#include "sim/workload.hpp"
+#include "transport/engine.hpp"
+
+namespace uroce::sim {
+
+// One direction of a link: what the conservation checks add up.
+struct ChannelStats {
+  uint64_t sent = 0;       // packets whose transmission started
+  uint64_t delivered = 0;  // arrived at the far end
+  uint64_t lost = 0;       // dropped on the link (impairment)
+  uint64_t corrupted = 0;  // delivered with a flipped bit
+};
+
+struct HostStats {
+  uint64_t tx_packets = 0;
+  uint64_t rx_packets = 0;
+  uint64_t tx_bytes = 0;  // wire bytes
+  uint64_t rx_bytes = 0;
+  uint64_t pause_frames_received = 0;
+  uint64_t paused_ns = 0;
+  uint64_t storm_pause_frames = 0;  // pauses this host sent as a stuck receiver
+};
+
+struct FlowState {
+  FlowSpec spec;
+  uint32_t req_host = 0;  // the requester (src: WRITE, SEND and READ)
+  uint32_t resp_host = 0;
+  uint32_t req_qpn = 0;
+  uint32_t resp_qpn = 0;
+  uint64_t posted = 0;  // bytes posted
+  uint64_t done = 0;    // bytes completed
+  uint32_t outstanding = 0;
+  uint64_t messages = 0;
+  TimePoint start{};
+  TimePoint end{};
+  bool started = false;
+  bool completed = false;
+  bool failed = false;
+  uint64_t ideal_ns = 0;
+  uint64_t goodput_mark = 0;  // data-receiving QP's bytes at the last sample
+};
+
+// Periodic samples (every sample_ns).
+struct QueueSample {
+  uint64_t time_ns;
+  uint32_t sw;  // switch index (0-based among switches)
+  uint32_t port;
+  uint8_t priority;
+  uint64_t depth;
+};
+struct FlowSample {
+  uint64_t time_ns;
+  uint32_t flow;
+  double gbps;
+};
+
+class Simulator {
+ public:
+  Simulator(const Scenario& sc, const std::string& file);
+  ~Simulator();
+
+  // Progress hook, called every 2^16 events with the simulated time and the event count
+  // (the CLI's progress bar; the model never looks at wall time itself).
+  using ProgressFn = void (*)(void* ctx, TimePoint now, uint64_t events);
+  void set_progress(ProgressFn fn, void* ctx) {
+    progress_ = fn;
+    progress_ctx_ = ctx;
+  }
+  void run();
+
+  [[nodiscard]] const Scenario& scenario() const { return sc_; }
+  [[nodiscard]] const Topology& topology() const { return topo_; }
+  [[nodiscard]] TimePoint now() const { return now_; }
+  [[nodiscard]] uint64_t events() const { return events_; }
+  [[nodiscard]] uint64_t packet_hops() const { return hops_; }
+  [[nodiscard]] const std::vector<FlowState>& flows() const { return flows_; }
+  [[nodiscard]] const std::vector<ChannelStats>& channels() const { return channels_; }
+  [[nodiscard]] const HostStats& host_stats(uint32_t h) const { return hosts_[h].stats; }
+  [[nodiscard]] const transport::Counters& host_counters(uint32_t h) const;
+  [[nodiscard]] const transport::Counters* qp_counters(uint32_t host, uint32_t qpn) const;
+  [[nodiscard]] const SwitchNode& switch_node(uint32_t s) const { return *switches_[s].model; }
+  [[nodiscard]] uint32_t switch_count() const { return static_cast<uint32_t>(switches_.size()); }
+  [[nodiscard]] const std::vector<QueueSample>& queue_samples() const { return queue_samples_; }
+  [[nodiscard]] const std::vector<FlowSample>& rate_samples() const { return rate_samples_; }
+  [[nodiscard]] const std::vector<FlowSample>& goodput_samples() const { return goodput_samples_; }
+  // Packets now in the fabric: on links, in switch queues, held by NICs.
+  [[nodiscard]] uint64_t packets_in_flight() const { return pool_.in_use(); }
+  [[nodiscard]] uint64_t link_in_flight() const { return on_links_; }
+
+ private:
+  enum Kind : uint32_t {
+    kArrive,      // a = node, b = packet id | in_port << 32
+    kHostTxDone,  // a = host
+    kHostTimer,   // a = host
+    kSwitchTx,    // a = switch, b = egress port
+    kPfc,         // a = node, b = port | priority << 32 | pause << 40
+    kSample,
+    kFlowStart,  // a = flow
+    kStorm,      // a = storm, b = 1 start, 0 end
+  };
+
+  struct Host {
+    std::unique_ptr<transport::Engine> engine;
+    transport::PdId pd{};
+    transport::CqId scq{};
+    transport::CqId rcq{};
+    std::vector<uint8_t> buf;
+    transport::MrInfo mr;
+    bool tx_busy = false;
+    uint8_t paused_mask = 0;
+    std::array<TimePoint, kPriorities> paused_since{};
+    std::array<std::vector<uint32_t>, kPriorities> held;  // packets of a paused priority
+    uint32_t held_count = 0;
+    TimePoint timer_at = kNever;
+    TimePoint link_free{};
+    uint64_t residual = 0;
+    std::vector<uint32_t> flow_of_qp;  // qpn - qpn_base -> flow id
+    HostStats stats;
+  };
+  struct Switch {
+    uint32_t node = 0;  // topology node index
+    std::unique_ptr<SwitchNode> model;
+    std::vector<uint8_t> tx_scheduled;  // per egress: a kSwitchTx event is pending
+  };
+
+  // setup (simulator_setup.cpp)
+  void build_hosts();
+  void build_switches();
+  void build_flows();
+  void connect_qp(uint32_t host, uint32_t qpn, uint32_t peer_host, uint32_t peer_qpn, uint8_t tc,
+                  uint32_t rq_psn, uint32_t sq_psn);
+
+  // hosts (host_driver.cpp)
+  void host_arrive(uint32_t h, uint32_t pkt);
+  void host_serviced(uint32_t h);  // after any engine call: completions, TX, timer
+  void host_try_tx(uint32_t h);
+  void host_send(uint32_t h, uint32_t pkt);
+  void host_timer(uint32_t h, TimePoint at);
+  void host_pfc(uint32_t h, uint8_t priority, bool pause);
+  void poll_completions(uint32_t h);
+  void post_more(FlowState& f);
+  void flow_start(uint32_t flow);
+
+  // switches (switch_driver.cpp)
+  void switch_arrive(uint32_t s, uint32_t in_port, uint32_t pkt);
+  void switch_kick(uint32_t s, uint32_t port);
+  void switch_tx(uint32_t s, uint32_t port);
+  void send_pfc(uint32_t node, uint32_t port, uint8_t priority, bool pause);
+  [[nodiscard]] uint32_t ecmp(uint32_t s, const SimPacket& p) const;
+
+  // links and the loop (simulator.cpp)
+  void link_send(uint32_t node, uint32_t port, uint32_t pkt, TimePoint tx_end);
+  void dispatch(const Event& e);
+  void sample();
+  void storm(uint32_t i, bool start);
+  [[nodiscard]] bool finished() const;
+
+  Scenario sc_;
+  std::string file_;
+  Topology topo_;
+  EventQueue q_;
+  PacketPool pool_;
+  std::vector<Host> hosts_;
+  std::vector<Switch> switches_;
+  std::vector<int32_t> switch_of_node_;
+  std::vector<ChannelStats> channels_;
+  std::vector<std::unique_ptr<fault::ImpairModel>> impair_;  // per channel, empty = none
+  std::vector<FlowState> flows_;
+  std::vector<QueueSample> queue_samples_;
+  std::vector<FlowSample> rate_samples_;
+  std::vector<FlowSample> goodput_samples_;
+  uint32_t finite_flows_ = 0;
+  uint32_t finished_flows_ = 0;
+  TimePoint now_{0};
+  uint64_t events_ = 0;
+  uint64_t hops_ = 0;
+  uint64_t on_links_ = 0;
+  bool stop_ = false;
+  ProgressFn progress_ = nullptr;
+  void* progress_ctx_ = nullptr;
+};
+
+}  // namespace uroce::sim
