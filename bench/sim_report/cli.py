@@ -9,8 +9,15 @@ USAGE = """bench/sim-report DIR                        write DIR/report.html and
   bench/sim-report --markdown DIR...          print the compare table as Markdown"""
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like the input errors, with where to look."""
+
+    def error(self, message):
+        self.exit(2, f"sim-report: {message} (see bench/sim-report --help)\n")
+
+
 def parse(argv):
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="bench/sim-report", usage=USAGE,
         description="The report of `uroce sim` runs (docs/simulator.md).")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a `uroce sim --out` directory")

@@ -118,7 +118,8 @@ def _time_lines(ax, lines, max_ns, ylabel, title):
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="upper right", ncol=2)
+    # Beside the axes, not over the lines (constrained layout makes room for it).
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _sum_series(per, keys):

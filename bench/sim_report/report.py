@@ -24,7 +24,7 @@ def headline_rows(s):
         ("ECN marks (CE set by switches)", stats.num(t["ecn_marks"])),
         ("CNPs", stats.num(t["cnps"])),
         ("PFC pause frames", stats.num(t["pause_frames"])),
-        ("PFC paused time", stats.duration(t["paused_ns"])),
+        ("PFC paused time (sum over paused links)", stats.duration(t["paused_ns"])),
         ("retransmitted packets", stats.num(t["retransmitted_packets"])),
         ("retransmission timeouts", stats.num(t["timeouts"])),
     ]

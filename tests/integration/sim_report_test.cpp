@@ -213,7 +213,7 @@ TEST_F(SimReport, FixtureReportHasEveryPartAndRendersInChromium) {
         "<td class=\"t\">drops, all</td><td>0</td>",
         "<td class=\"t\">ECN marks (CE set by switches)</td><td>120</td>",
         "<td class=\"t\">CNPs</td><td>40</td>", "<td class=\"t\">PFC pause frames</td><td>48</td>",
-        "<td class=\"t\">PFC paused time</td><td>36 µs</td>",
+        "<td class=\"t\">PFC paused time (sum over paused links)</td><td>36 µs</td>",
         "<td class=\"t\">retransmitted packets</td><td>0</td>",
         "<td class=\"t\">retransmission timeouts</td><td>0</td>"})
     EXPECT_NE(html.find(row), std::string::npos) << row;
@@ -374,6 +374,17 @@ TEST_F(SimReport, BadInputIsOneLineNamingTheFileAndExit2) {
   EXPECT_EQ(r.err, "sim-report: " + (no_summary / "summary.json").string() +
                        ": missing (is the directory a `uroce sim --out` directory?)\n");
   EXPECT_FALSE(fs::exists(work_ / "c.html"));
+
+  // Usage errors are one line too.
+  r = report((work_ / "a").string() + " " + (work_ / "b").string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err,
+            "sim-report: several DIRs need --compare OUT.html or --markdown (see "
+            "bench/sim-report --help)\n");
+  r = report("--top 0 " + no_summary.string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err,
+            "sim-report: --top takes a number of at least 1 (see bench/sim-report --help)\n");
 }
 
 TEST_F(SimReport, LiveSimRunRenders) {
