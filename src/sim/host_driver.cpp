@@ -10,7 +10,10 @@
 namespace uroce::sim {
 
 namespace {
-constexpr uint32_t kMaxHeld = 64;  // packets a NIC holds for paused priorities
+// Packets a NIC holds for paused priorities. The engine has one transmit path for all its
+// QPs, so a NIC keeps polling past packets of a paused priority (holding them) to reach the
+// others, as a real NIC's per-priority send queues would; a bound keeps memory finite.
+constexpr uint32_t kMaxHeld = 512;
 
 uint32_t host_of_gid(const std::array<uint8_t, 16>& a) {
   return ((uint32_t{a[13]} << 16) | (uint32_t{a[14]} << 8) | a[15]) - 1;
@@ -58,6 +61,7 @@ void Simulator::host_try_tx(uint32_t h) {
         const uint32_t pkt = held.front();
         held.erase(held.begin());
         --H.held_count;
+        H.stats.held = H.held_count;
         host_send(h, pkt);
         return;
       }
@@ -81,6 +85,7 @@ void Simulator::host_try_tx(uint32_t h) {
     if (((H.paused_mask >> p.priority) & 1u) != 0) {
       H.held[p.priority].push_back(pkt);
       ++H.held_count;
+      H.stats.held = H.held_count;
       continue;
     }
     host_send(h, pkt);
@@ -106,16 +111,22 @@ void Simulator::host_send(uint32_t h, uint32_t pkt) {
 
 void Simulator::host_pfc(uint32_t h, uint8_t priority, bool pause) {
   Host& H = hosts_[h];
-  // A switch model with one traffic class pauses them all.
-  const uint8_t bits = SwitchNode::priorities() == 1 ? 0xFF : static_cast<uint8_t>(1u << priority);
+  // A pause names a traffic class; every priority mapped to it (min(p, classes - 1)) stops.
+  const uint32_t classes = sc_.sw.queues.priorities;
+  uint8_t bits = 0;
+  for (uint32_t p = 0; p < kPriorities; ++p) {
+    if (std::min(p, classes - 1) == priority) bits |= static_cast<uint8_t>(1u << p);
+  }
   if (pause) {
     if ((H.paused_mask & bits) == bits) return;
     if (H.paused_mask == 0) H.paused_since[0] = now_;
     H.paused_mask |= bits;
+    H.stats.paused_mask = H.paused_mask;
     ++H.stats.pause_frames_received;
   } else {
     if ((H.paused_mask & bits) == 0) return;
     H.paused_mask &= static_cast<uint8_t>(~bits);
+    H.stats.paused_mask = H.paused_mask;
     if (H.paused_mask == 0)
       H.stats.paused_ns += static_cast<uint64_t>((now_ - H.paused_since[0]).count());
     host_try_tx(h);
@@ -167,14 +178,22 @@ void Simulator::post_more(FlowState& f) {
       }
     }
     if (f.failed || !req.engine->post_send(now_, f.req_qpn, wr).is_ok()) {
-      f.failed = true;
-      ++finished_flows_;
+      flow_failed(f);
       break;
     }
     f.posted += len;
     ++f.outstanding;
     ++f.messages;
   }
+}
+
+// A WR failed (e.g. retries exhausted): the flow stops, never completes, and no longer keeps
+// the run going.
+void Simulator::flow_failed(FlowState& f) {
+  f.failed = true;
+  ++failed_flows_;
+  if (f.spec.bytes != 0) ++finished_flows_;
+  if (finished()) stop_ = true;
 }
 
 void Simulator::poll_completions(uint32_t h) {
@@ -189,8 +208,7 @@ void Simulator::poll_completions(uint32_t h) {
       if (f.failed) continue;
       --f.outstanding;
       if (wc.status != transport::WcStatus::kSuccess) {
-        f.failed = true;
-        if (f.spec.bytes != 0) ++finished_flows_;
+        flow_failed(f);
         continue;
       }
       const uint64_t msg = sc_.message_bytes;

@@ -144,9 +144,14 @@ OutputFiles render_outputs(const Simulator& sim) {
     const Node& node = topo.node(topo.hosts() + s);
     used[s].assign(static_cast<size_t>(m.ports()) * kPriorities, 0);
     for (uint32_t p = 0; p < m.ports(); ++p) {
-      for (uint32_t pr = 0; pr < SwitchNode::priorities(); ++pr) {
+      for (uint32_t pr = 0; pr < m.priorities(); ++pr) {
         const EgressStats e = m.stats(p, static_cast<uint8_t>(pr), now);
         used[s][p * kPriorities + pr] = e.max_depth_bytes > 0 ? 1 : 0;
+        // Priority 0 always; another priority when anything happened in it.
+        if (pr != 0 && e.enqueued == 0 && e.dropped_tail == 0 && e.dropped_headroom == 0 &&
+            e.pause_frames_sent == 0 && e.paused_ns == 0) {
+          continue;
+        }
         out.ports_csv += fmt::format(
             "{},{},{},{},{},{},{},{},{},{},{},{}\n", node.name, p,
             topo.node(node.ports[p].peer).name, pr, e.enqueued, e.dequeued_bytes, e.dropped_tail,

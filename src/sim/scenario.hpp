@@ -30,7 +30,7 @@ struct TopologySpec {
 };
 
 struct SwitchSpec {
-  fabric::SwitchQueueConfig queues;  // egress/ingress port counts set per switch
+  fabric::SwitchQueueConfig queues;  // egress/ingress port counts set per switch; priorities
   // Priorities 0..7 that are lossless (PFC) when buffer_mode = "lossless".
   uint8_t lossless_priorities = 0xFF;
   bool strict = false;                 // scheduler: strict priority instead of DWRR
@@ -55,6 +55,7 @@ struct WorkloadSpec {
   uint64_t bytes = 1 << 20;  // per flow; 0 = long-lived (runs until the end)
   uint8_t priority = 0;
   uint64_t start_ns = 0;
+  uint64_t start_jitter_ns = 0;      // each flow starts uniformly in [start, start + jitter]
   uint32_t count = 1;                // flow: parallel flows src -> dst
   std::string src;                   // flow
   std::string dst;                   // flow; incast: the receiver

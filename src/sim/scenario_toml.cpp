@@ -153,16 +153,30 @@ const toml::table* subtable(Section& top, const toml::table& root, std::string_v
 void read_topology(Section& s, TopologySpec& t) {
   t.kind = static_cast<TopologyKind>(
       s.choice("kind", 1, {"back_to_back", "star", "dumbbell", "leaf_spine"}));
-  const uint64_t min_hosts = t.kind == TopologyKind::kStar ? 2 : 1;
-  const uint64_t def_hosts = t.kind == TopologyKind::kBackToBack ? 2 : 2;
-  t.hosts = static_cast<uint32_t>(s.integer("hosts", def_hosts, min_hosts, 1024));
+  // One host-count key per kind, named for what it counts; the others are refused.
+  const char* key = t.kind == TopologyKind::kDumbbell    ? "hosts_per_side"
+                    : t.kind == TopologyKind::kLeafSpine ? "hosts_per_leaf"
+                                                         : "hosts";
+  for (const char* k : {"hosts", "hosts_per_side", "hosts_per_leaf"}) {
+    if (std::string_view(k) == key || t.kind == TopologyKind::kBackToBack) continue;
+    if (const toml::node* n = s.node(k)) {
+      s.fail(n, k, fmt::format("not for this kind; the host count here is {}", key));
+    }
+  }
+  if (t.kind == TopologyKind::kBackToBack) {
+    if (const toml::node* n = s.node("hosts"))
+      s.fail(n, "hosts", "back_to_back always has 2 hosts");
+  }
+  t.hosts = static_cast<uint32_t>(s.integer(key, 2, t.kind == TopologyKind::kStar ? 2 : 1, 1024));
   t.leaves = static_cast<uint32_t>(s.integer("leaves", 2, 1, 64));
   t.spines = static_cast<uint32_t>(s.integer("spines", 1, 1, 64));
   t.link_bps = s.gbps("link_gbps", t.link_bps);
   t.fabric_bps = s.gbps("fabric_gbps", t.link_bps);
   t.delay_ns = s.integer("delay_ns", t.delay_ns, 0, 1'000'000'000);
   if (t.kind == TopologyKind::kBackToBack) t.hosts = 2;
-  s.finish("kind, hosts, leaves, spines, link_gbps, fabric_gbps, delay_ns");
+  s.finish(
+      "kind, hosts, hosts_per_side, hosts_per_leaf, leaves, spines, link_gbps, fabric_gbps, "
+      "delay_ns");
 }
 
 void read_switch(Section& s, SwitchSpec& w) {
@@ -176,6 +190,7 @@ void read_switch(Section& s, SwitchSpec& w) {
                     : fabric::ThresholdMode::kStatic;
   q.alpha = s.number("alpha", 1.0, 1.0 / 1024, 1024);
   q.queue_packets = static_cast<uint32_t>(s.integer("queue_packets", 8192, 1, 1 << 20));
+  q.priorities = static_cast<uint32_t>(s.integer("priorities", 8, 1, 8));
   q.red.enabled = s.boolean("ecn", false);
   q.red.kmin_bytes = s.integer("kmin_bytes", 100 * 1024, 0, 1ull << 34);
   q.red.kmax_bytes = s.integer("kmax_bytes", 400 * 1024, 0, 1ull << 34);
@@ -242,6 +257,7 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   w.bytes = s.integer("bytes", w.bytes, 0, 1ull << 40);
   w.priority = static_cast<uint8_t>(s.integer("priority", 0, 0, 7));
   w.start_ns = s.micros("start_us", 0, 0, 1e9);
+  w.start_jitter_ns = s.micros("start_jitter_us", 0, 0, 1e9);
   w.count = static_cast<uint32_t>(s.integer("count", 1, 1, 1024));
   w.src = s.string("src", "");
   w.dst = s.string("dst", "");
@@ -257,7 +273,9 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   if (w.kind == WorkloadKind::kCdf && w.cdf.empty()) {
     s.fail(nullptr, "cdf", "kind = \"cdf\" needs cdf = \"websearch\" or a file path");
   }
-  s.finish("kind, op, bytes, priority, start_us, count, src, dst, senders, cdf, load, flows");
+  s.finish(
+      "kind, op, bytes, priority, start_us, start_jitter_us, count, src, dst, senders, cdf, load, "
+      "flows");
 }
 
 template <typename F>

@@ -109,7 +109,7 @@ void Simulator::sample() {
   for (uint32_t s = 0; s < switches_.size(); ++s) {
     const SwitchNode& m = *switches_[s].model;
     for (uint32_t p = 0; p < m.ports(); ++p) {
-      for (uint32_t pr = 0; pr < SwitchNode::priorities(); ++pr) {
+      for (uint32_t pr = 0; pr < m.priorities(); ++pr) {
         queue_samples_.push_back(
             {t, s, p, static_cast<uint8_t>(pr), m.depth_bytes(p, static_cast<uint8_t>(pr))});
       }
@@ -158,6 +158,13 @@ void Simulator::run() {
     dispatch(e);
     ++events_;
     if (progress_ != nullptr && (events_ & 0xFFFF) == 0) progress_(progress_ctx_, now_, events_);
+  }
+  // A host still paused at the end: its pause so far counts (as the switches' counters do).
+  for (Host& h : hosts_) {
+    if (h.paused_mask != 0) {
+      h.stats.paused_ns += static_cast<uint64_t>((now_ - h.paused_since[0]).count());
+      h.paused_since[0] = now_;
+    }
   }
 }
 

@@ -47,6 +47,8 @@ struct HostStats {
   uint64_t pause_frames_received = 0;
   uint64_t paused_ns = 0;
   uint64_t storm_pause_frames = 0;  // pauses this host sent as a stuck receiver
+  uint8_t paused_mask = 0;          // priorities paused now
+  uint32_t held = 0;                // packets the NIC holds now for paused priorities
 };
 
 struct FlowState {
@@ -102,6 +104,7 @@ class Simulator {
   [[nodiscard]] uint64_t events() const { return events_; }
   [[nodiscard]] uint64_t packet_hops() const { return hops_; }
   [[nodiscard]] const std::vector<FlowState>& flows() const { return flows_; }
+  [[nodiscard]] uint32_t failed_flows() const { return failed_flows_; }
   [[nodiscard]] const std::vector<ChannelStats>& channels() const { return channels_; }
   [[nodiscard]] const HostStats& host_stats(uint32_t h) const { return hosts_[h].stats; }
   [[nodiscard]] const transport::Counters& host_counters(uint32_t h) const;
@@ -167,6 +170,7 @@ class Simulator {
   void host_pfc(uint32_t h, uint8_t priority, bool pause);
   void poll_completions(uint32_t h);
   void post_more(FlowState& f);
+  void flow_failed(FlowState& f);
   void flow_start(uint32_t flow);
 
   // switches (switch_driver.cpp)
@@ -199,6 +203,7 @@ class Simulator {
   std::vector<FlowSample> goodput_samples_;
   uint32_t finite_flows_ = 0;
   uint32_t finished_flows_ = 0;
+  uint32_t failed_flows_ = 0;
   TimePoint now_{0};
   uint64_t events_ = 0;
   uint64_t hops_ = 0;

@@ -27,7 +27,8 @@ void Simulator::switch_arrive(uint32_t s, uint32_t in_port, uint32_t pkt) {
   const bool ect = (p.meta.tos & 3u) != 0;
   const SwitchArrival r =
       sw.model->enqueue(egress, in_port, p.wire_bytes, p.priority, ect, pkt, now_);
-  if (r.pause) send_pfc(sw.node, in_port, p.priority, true);
+  if (r.pause)
+    send_pfc(sw.node, in_port, static_cast<uint8_t>(sw.model->traffic_class(p.priority)), true);
   if (r.dropped) {
     pool_.release(pkt);
     return;

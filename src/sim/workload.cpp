@@ -29,7 +29,10 @@ std::vector<FlowSpec> expand_workloads(const Scenario& sc, const Topology& topo,
                                        const std::string& file) {
   std::vector<FlowSpec> flows;
   const uint32_t n = topo.hosts();
+  Rng jitter(sc.seed, 99);
   auto add = [&](const WorkloadSpec& w, uint32_t s, uint32_t d, uint64_t bytes, uint64_t start) {
+    // Hosts that all start at the same nanosecond run in lockstep; real ones never do.
+    if (w.start_jitter_ns != 0) start += jitter.below(w.start_jitter_ns + 1);
     FlowSpec f;
     f.src = s;
     f.dst = d;
