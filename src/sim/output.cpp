@@ -210,12 +210,14 @@ OutputFiles render_outputs(const Simulator& sim) {
   std::string buckets;
   for (size_t b = 0; b < slow.size(); ++b) {
     if (slow[b].empty()) continue;
+    // FCTs are whole nanoseconds and a nearest-rank percentile is one of them: an integer.
     buckets += fmt::format(
         "{}    {{ \"max_bytes\": {}, \"count\": {}, \"p50_slowdown\": {}, \"p99_slowdown\": {}, "
         "\"p50_fct_ns\": {}, \"p99_fct_ns\": {} }}",
         buckets.empty() ? "" : ",\n", b < kBucketEdges.size() ? kBucketEdges[b] : 0, slow[b].size(),
-        g(percentile(slow[b], 0.5)), g(percentile(slow[b], 0.99)), g(percentile(fct[b], 0.5)),
-        g(percentile(fct[b], 0.99)));
+        g(percentile(slow[b], 0.5)), g(percentile(slow[b], 0.99)),
+        static_cast<uint64_t>(percentile(fct[b], 0.5)),
+        static_cast<uint64_t>(percentile(fct[b], 0.99)));
   }
   const uint64_t end_ns = static_cast<uint64_t>(now.count());
   const uint64_t span =
