@@ -180,7 +180,9 @@ OutputFiles render_outputs(const Simulator& sim) {
     const HostStats& hs = sim.host_stats(h);
     const transport::Counters& c = sim.host_counters(h);
     const uint64_t retrans = c.get(Counter::kRetransmittedPkts);
-    const uint64_t timeouts = c.get(Counter::kLocalAckTimeoutErr);
+    // Every retransmission timer that ran out: the adaptive RTO's (roce_adp_retrans) and the
+    // configured timeout's (local_ack_timeout_err), as a NIC's counters split them.
+    const uint64_t timeouts = c.get(Counter::kLocalAckTimeoutErr) + c.get(Counter::kRoceAdpRetrans);
     const uint64_t cnps = c.get(Counter::kNpCnpSent);
     out.hosts_csv += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.node(h).name, hs.tx_packets, hs.rx_packets,
