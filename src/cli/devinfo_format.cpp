@@ -12,22 +12,6 @@
 namespace uroce::cli {
 namespace {
 
-std::string_view port_state_str(device::PortState s) {
-  switch (s) {
-    case device::PortState::kDown:
-      return "PORT_DOWN";
-    case device::PortState::kInit:
-      return "PORT_INIT";
-    case device::PortState::kArmed:
-      return "PORT_ARMED";
-    case device::PortState::kActive:
-      return "PORT_ACTIVE";
-    case device::PortState::kNop:
-      break;
-  }
-  return "invalid state";
-}
-
 std::string_view mtu_str(transport::Mtu m) {
   switch (m) {
     case transport::Mtu::k256:
@@ -95,27 +79,6 @@ std::string_view speed_str(uint8_t s) {
   }
 }
 
-std::string_view phys_state_str(uint8_t s) {
-  switch (s) {
-    case 1:
-      return "SLEEP";
-    case 2:
-      return "POLLING";
-    case 3:
-      return "DISABLED";
-    case 4:
-      return "PORT_CONFIGURATION TRAINNING";
-    case 5:
-      return "LINK_UP";
-    case 6:
-      return "LINK_ERROR_RECOVERY";
-    case 7:
-      return "PHY TEST";
-    default:
-      return "invalid physical state";
-  }
-}
-
 std::string guid_str(uint64_t guid) {
   return fmt::format("{:04x}:{:04x}:{:04x}:{:04x}", (guid >> 48) & 0xffff, (guid >> 32) & 0xffff,
                      (guid >> 16) & 0xffff, guid & 0xffff);
@@ -172,6 +135,46 @@ void put_cc(std::string& out, const transport::CcConfig& cc, std::span<const Dev
 }
 
 }  // namespace
+
+// ibv_devinfo's names (libibverbs/examples/devinfo.c port_state_str / port_phy_state_str),
+// for uroce's ports and the kernel's alike.
+std::string_view ibv_port_state_str(int s) {
+  switch (s) {
+    case 1:
+      return "PORT_DOWN";
+    case 2:
+      return "PORT_INIT";
+    case 3:
+      return "PORT_ARMED";
+    case 4:
+      return "PORT_ACTIVE";
+    case 5:
+      return "PORT_ACTIVE_DEFER";
+    default:
+      return "invalid state";
+  }
+}
+
+std::string_view ibv_phys_state_str(int s) {
+  switch (s) {
+    case 1:
+      return "SLEEP";
+    case 2:
+      return "POLLING";
+    case 3:
+      return "DISABLED";
+    case 4:
+      return "PORT_CONFIGURATION TRAINNING";
+    case 5:
+      return "LINK_UP";
+    case 6:
+      return "LINK_ERROR_RECOVERY";
+    case 7:
+      return "PHY TEST";
+    default:
+      return "invalid physical state";
+  }
+}
 
 // rdma-core's devinfo.c prints a RoCE v2 GID with inet_ntop (what Debian's ibv_devinfo shows
 // for rxe0 in the interop guest, and for uroce's devices over the drop-in: "::1").
@@ -236,7 +239,8 @@ std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,
   for (const DevinfoPort& p : ports) {
     const device::PortAttr& a = p.attr;
     put(out, "\t\tport:\t{}\n", p.port_num);
-    put(out, "\t\t\tstate:\t\t\t{} ({})\n", port_state_str(a.state), static_cast<int>(a.state));
+    put(out, "\t\t\tstate:\t\t\t{} ({})\n", ibv_port_state_str(static_cast<int>(a.state)),
+        static_cast<int>(a.state));
     put(out, "\t\t\tmax_mtu:\t\t{} ({})\n", mtu_str(a.max_mtu), static_cast<int>(a.max_mtu));
     put(out, "\t\t\tactive_mtu:\t\t{} ({})\n", mtu_str(a.active_mtu),
         static_cast<int>(a.active_mtu));
@@ -259,7 +263,7 @@ std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,
       put(out, "\t\t\tinit_type_reply:\t0\n");
       put(out, "\t\t\tactive_width:\t\t{}X ({})\n", width_str(a.active_width), a.active_width);
       put(out, "\t\t\tactive_speed:\t\t{} ({})\n", speed_str(a.active_speed), a.active_speed);
-      put(out, "\t\t\tphys_state:\t\t{} ({})\n", phys_state_str(a.phys_state), a.phys_state);
+      put(out, "\t\t\tphys_state:\t\t{} ({})\n", ibv_phys_state_str(a.phys_state), a.phys_state);
     }
     for (const auto& [index, gid] : p.gids) {
       put(out, "\t\t\tGID[{:>3}]:\t\t{}, RoCE v2\n", index, devinfo_gid_text(gid));

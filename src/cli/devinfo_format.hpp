@@ -35,4 +35,9 @@ struct DevinfoPort {
 // "::ffff:192.0.2.2" for an IPv4-mapped GID.
 [[nodiscard]] std::string devinfo_gid_text(const device::Gid& gid);
 
+// ibv_devinfo's names for a port state (1 PORT_DOWN .. 5 PORT_ACTIVE_DEFER) and physical state
+// (1 SLEEP .. 7 PHY TEST), "invalid ..." otherwise.
+[[nodiscard]] std::string_view ibv_port_state_str(int state);
+[[nodiscard]] std::string_view ibv_phys_state_str(int phys_state);
+
 }  // namespace uroce::cli

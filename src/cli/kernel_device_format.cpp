@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "cli/devinfo_format.hpp"
 #include "kdev/kernel_counters.hpp"
 #include "telemetry/device_telemetry.hpp"
 
@@ -17,45 +18,6 @@ std::string_view version_of(const std::string& type) {
   if (type == "RoCE v2") return "v2";
   if (type == "IB/RoCE v1" || type == "RoCE v1") return "v1";
   return type;
-}
-
-// ibv_devinfo's names (libibverbs/examples/devinfo.c port_state_str / port_phy_state_str).
-std::string_view port_state_str(int s) {
-  switch (s) {
-    case 1:
-      return "PORT_DOWN";
-    case 2:
-      return "PORT_INIT";
-    case 3:
-      return "PORT_ARMED";
-    case 4:
-      return "PORT_ACTIVE";
-    case 5:
-      return "PORT_ACTIVE_DEFER";
-    default:
-      return "invalid state";
-  }
-}
-
-std::string_view phys_state_str(int s) {
-  switch (s) {
-    case 1:
-      return "SLEEP";
-    case 2:
-      return "POLLING";
-    case 3:
-      return "DISABLED";
-    case 4:
-      return "PORT_CONFIGURATION TRAINNING";
-    case 5:
-      return "LINK_UP";
-    case 6:
-      return "LINK_ERROR_RECOVERY";
-    case 7:
-      return "PHY TEST";
-    default:
-      return "invalid physical state";
-  }
 }
 
 template <class... Args>
@@ -157,12 +119,12 @@ std::string format_kernel_devinfo(const kdev::KernelDevice& d, int port, bool ve
   for (const kdev::KernelPort& p : d.ports) {
     if (port != 0 && p.port_num != port) continue;
     put(out, "\t\tport:\t{}\n", p.port_num);
-    put(out, "\t\t\tstate:\t\t\t{} ({})\n", port_state_str(p.state), p.state);
+    put(out, "\t\t\tstate:\t\t\t{} ({})\n", ibv_port_state_str(p.state), p.state);
     put(out, "\t\t\tmax_mtu:\t\t{}\n", mtu_line(p.max_mtu));
     put(out, "\t\t\tactive_mtu:\t\t{}\n", mtu_line(p.active_mtu));
     put(out, "\t\t\tlink_layer:\t\t{}\n", p.link_layer.empty() ? "unknown" : p.link_layer);
     if (verbose) {
-      put(out, "\t\t\tphys_state:\t\t{} ({})\n", phys_state_str(p.phys_state), p.phys_state);
+      put(out, "\t\t\tphys_state:\t\t{} ({})\n", ibv_phys_state_str(p.phys_state), p.phys_state);
       if (!p.rate.empty()) put(out, "\t\t\trate:\t\t\t{}\n", p.rate);
       put(out, "\t\t\tnetdev:\t\t\t{}\n", p.netdev.empty() ? "none" : p.netdev);
     }
