@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """The two docs/simulator.md figures that bench/sim-report --compare does not draw.
 
-  docs/simulator/plots.py dcqcn RUN_DEFAULTS RUN_PAPER OUT.png   (dcqcn-fairness runs)
+  docs/simulator/plots.py dcqcn [--until-us N] RUN... OUT.png    (dcqcn-fairness runs)
   docs/simulator/plots.py storm RUN OUT.png                      (a pfc-storm run)
 
 dcqcn: per-flow DCQCN rate (rates.csv) and goodput (goodput.csv) over time for each run, and
 Jain's fairness index (sum x)^2 / (n sum x^2) of the goodput of the flows started so far,
-averaged over 50 us windows. storm: per-flow goodput over time, the storm's span shaded.
+averaged over 50 us windows; --until-us draws only the run's first N us. storm: per-flow goodput over time, the storm's span shaded.
 Needs Debian's python3-matplotlib (scripts/deps installs it).
 """
 import csv
@@ -61,7 +61,7 @@ def jain(gp, st):
     return xs, js
 
 
-def dcqcn(runs, out):
+def dcqcn(runs, out, until_us=None):
     fig, ax = plt.subplots(3, len(runs), figsize=(11, 8), sharex=True, squeeze=False)
     for c, run in enumerate(runs):
         with open(f"{run}/summary.json") as f:
@@ -85,6 +85,8 @@ def dcqcn(runs, out):
         xs, js = jain(gp, st)
         ax[2][c].plot(xs, js, "k", lw=1.2)
         ax[2][c].set_ylim(0, 1.05)
+        if until_us:
+            ax[2][c].set_xlim(0, until_us)
         ax[0][c].set_title(summary["scenario"], fontsize=10)
         ax[0][c].set_ylabel("DCQCN rate (Gb/s)")
         ax[1][c].set_ylabel("goodput, 50 µs mean (Gb/s)")
@@ -119,7 +121,11 @@ def storm(run, out):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "dcqcn":
-        dcqcn(sys.argv[2:-1], sys.argv[-1])
+        args = sys.argv[2:]
+        until = None
+        if args[0] == "--until-us":
+            until, args = float(args[1]), args[2:]
+        dcqcn(args[:-1], args[-1], until)
     elif len(sys.argv) == 4 and sys.argv[1] == "storm":
         storm(sys.argv[2], sys.argv[3])
     else:
