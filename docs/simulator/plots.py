@@ -2,11 +2,12 @@
 """The two docs/simulator.md figures that bench/sim-report --compare does not draw.
 
   docs/simulator/plots.py dcqcn [--until-us N] RUN... OUT.png    (dcqcn-fairness runs)
-  docs/simulator/plots.py storm RUN OUT.png                      (a pfc-storm run)
+  docs/simulator/plots.py storm RUN START_US END_US OUT.png      (a pfc-storm run)
 
 dcqcn: per-flow DCQCN rate (rates.csv) and goodput (goodput.csv) over time for each run, and
 Jain's fairness index (sum x)^2 / (n sum x^2) of the goodput of the flows started so far,
-averaged over 50 us windows; --until-us draws only the run's first N us. storm: per-flow goodput over time, the storm's span shaded.
+averaged over 50 us windows; --until-us draws only the run's first N us. storm: per-flow goodput over time, the storm's span (the scenario's [[storm]] start_us and
+end_us, which the run's files do not hold) shaded.
 Needs Debian's python3-matplotlib (scripts/deps installs it).
 """
 import csv
@@ -100,7 +101,7 @@ def dcqcn(runs, out, until_us=None):
     fig.savefig(out, dpi=72)
 
 
-def storm(run, out):
+def storm(run, start_us, end_us, out):
     with open(f"{run}/summary.json") as f:
         summary = json.load(f)
     with open(f"{run}/flows.csv") as f:
@@ -109,7 +110,7 @@ def storm(run, out):
     fig, ax = plt.subplots(figsize=(8, 3.2))
     for flow in sorted(gp):
         ax.plot([m for m, _ in gp[flow]], [v for _, v in gp[flow]], lw=1.2, label=flows[flow])
-    ax.axvspan(200, 1200, color="red", alpha=0.1, label="h4 stuck (pausing)")
+    ax.axvspan(start_us, end_us, color="red", alpha=0.1, label="storm (stuck receiver pausing)")
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("goodput, 50 µs mean (Gb/s)")
     ax.set_title(summary["scenario"], fontsize=10)
@@ -126,7 +127,7 @@ if __name__ == "__main__":
         if args[0] == "--until-us":
             until, args = float(args[1]), args[2:]
         dcqcn(args[:-1], args[-1], until)
-    elif len(sys.argv) == 4 and sys.argv[1] == "storm":
-        storm(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 6 and sys.argv[1] == "storm":
+        storm(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
     else:
-        sys.exit(__doc__.strip().splitlines()[2] + "\nplots.py: give dcqcn RUN... OUT.png or storm RUN OUT.png")
+        sys.exit(__doc__.strip().splitlines()[2] + "\nplots.py: give dcqcn [--until-us N] RUN... OUT.png or storm RUN START_US END_US OUT.png")
