@@ -82,6 +82,12 @@ void EngineImpl::sync_cc_timer(Qp& qp) {
   } else {
     arm_timer(qp, TimerKind::kCc, t);
   }
+  // A rate change moves the pacer's "not before" time (either way): a requester it holds
+  // follows, so a rise applies to the waiting packet rather than after the old gap. A time
+  // already passed fires at the next on_timer.
+  if (qp.cc != nullptr && timer_armed(qp, TimerKind::kPacing)) {
+    arm_timer(qp, TimerKind::kPacing, qp.cc->next_send_time());
+  }
 }
 
 void EngineImpl::disarm_all_timers(Qp& qp) {

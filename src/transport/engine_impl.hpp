@@ -53,7 +53,8 @@ class EngineImpl {
   void schedule_tx(Qp& qp);
   // As schedule_tx, first holding a requester whose controller says "not before now".
   void schedule_tx(Qp& qp, TimePoint now);
-  // Re-arms the QP's kCc timer at its controller's next_timer() (after every call into it).
+  // Re-arms the QP's kCc timer at its controller's next_timer() and a held requester's kPacing
+  // timer at its next_send_time() (after every call into the controller).
   void sync_cc_timer(Qp& qp);
   void disarm_all_timers(Qp& qp);
   // Installs the engine's controller for qp.cc_algorithm (create, reset, detach).

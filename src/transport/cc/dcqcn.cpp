@@ -26,6 +26,13 @@ Dcqcn::Dcqcn(const DcqcnParams& params, uint32_t line_rate_mbps)
       rt_(max_bps_),
       pacer_(params.pacer_burst_bytes) {}
 
+void Dcqcn::set_rate(TimePoint now, uint64_t rc) {
+  // The pacer's pending gap follows at once (a NIC rate limiter's change applies to the
+  // next packet), or a gap computed at the floor would outlast the recovery.
+  pacer_.on_rate_change(now, rc_, rc);
+  rc_ = rc;
+}
+
 Nanos Dcqcn::cut_period() const {
   return us(p_.rate_reduce_monitor_period);
 }
@@ -55,7 +62,7 @@ void Dcqcn::on_cnp(TimePoint now) {
     if (p_.rate_to_set_on_first_cnp != 0) {
       // mlx5 rate_to_set_on_first_cnp: the first CNP sets the rate instead of cutting it.
       rt_ = rc_;
-      rc_ = std::clamp(uint64_t{p_.rate_to_set_on_first_cnp} * kMbps, min_bps_, max_bps_);
+      set_rate(now, std::clamp(uint64_t{p_.rate_to_set_on_first_cnp} * kMbps, min_bps_, max_bps_));
       last_cut_ = now;
       ++cuts_;
       time_stage_ = byte_stage_ = 0;
@@ -87,7 +94,7 @@ void Dcqcn::cut(TimePoint now) {
   factor =
       std::max(factor, static_cast<double>(std::min<uint32_t>(p_.rpg_min_dec_fac, 100)) / 100.0);
   const auto next = static_cast<uint64_t>(static_cast<double>(rc_) * factor);
-  rc_ = std::max(min_bps_, std::min(next, rc_));
+  set_rate(now, std::max(min_bps_, std::min(next, rc_)));
   last_cut_ = now;
   cut_pending_ = false;
   ++cuts_;
@@ -97,7 +104,7 @@ void Dcqcn::cut(TimePoint now) {
   rate_timer_ = now + us(p_.rpg_time_reset);
 }
 
-void Dcqcn::increase() {
+void Dcqcn::increase(TimePoint now) {
   const uint32_t f = p_.rpg_threshold;
   const uint32_t ts = time_stage_;
   // Byte counter off: the timer alone gives F fast-recovery steps, one additive step, then
@@ -115,7 +122,7 @@ void Dcqcn::increase() {
     stage_ = Stage::kHyper;
     rt_ = std::min(max_bps_, rt_ + uint64_t{p_.rpg_hai_rate} * kMbps * (lo - f));
   }
-  rc_ = std::min(max_bps_, (rt_ + rc_ + 1) / 2);  // rounded up, so RC reaches RT
+  set_rate(now, std::min(max_bps_, (rt_ + rc_ + 1) / 2));  // rounded up, so RC reaches RT
   if (rc_ == max_bps_) {
     // Back at the line rate: nothing left to recover, no timer runs.
     rt_ = max_bps_;
@@ -134,7 +141,7 @@ void Dcqcn::on_timer(TimePoint now) {
   if (stage_ != Stage::kIdle && now >= rate_timer_) {
     rate_timer_ = now + us(p_.rpg_time_reset);
     ++time_stage_;
-    increase();
+    increase(now);
   }
 }
 
@@ -151,7 +158,7 @@ void Dcqcn::on_sent(TimePoint now, uint32_t ip_bytes) {
   while (stage_ != Stage::kIdle && bytes_ >= p_.rpg_byte_reset) {
     bytes_ -= p_.rpg_byte_reset;
     ++byte_stage_;
-    increase();
+    increase(now);
   }
 }
 

@@ -12,8 +12,9 @@
 //              stages are <= F (rpg_threshold) fast recovery RC = (RT + RC)/2; then additive
 //              RT += rpg_ai_rate; once both exceed F hyper RT += rpg_hai_rate * (min - F);
 //              RC = (RT + RC)/2 after each; back at the maximum rate everything stops.
-// RC drives a Pacer. With rpg_byte_reset = 0 the byte counter is off: F fast-recovery steps,
-// one additive step, then hyper increase, all driven by T.
+// RC drives a Pacer; every change of RC applies to the pacer's pending gap at once. With
+// rpg_byte_reset = 0 the byte counter is off: F fast-recovery steps, one additive step, then hyper
+// increase, all driven by T.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,9 @@ class Dcqcn final : public CongestionControl {
  private:
   void update_alpha(TimePoint now);
   void cut(TimePoint now);
-  void increase();
+  void increase(TimePoint now);
+  // RC = rc from `now` on, the pacer's pending gap rescaled to it.
+  void set_rate(TimePoint now, uint64_t rc);
   [[nodiscard]] Nanos cut_period() const;
 
   DcqcnParams p_;

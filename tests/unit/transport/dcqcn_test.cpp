@@ -209,5 +209,51 @@ TEST(Pacer, BurstLetsAnIdleQpSendBackToBack) {
   EXPECT_EQ(p.next_send_time(), TimePoint(108000));
 }
 
+TEST(Pacer, ARateChangeRescalesThePendingGap) {
+  Pacer p(0);
+  p.on_sent(TimePoint(0), 1000, 1'000'000);  // 8 ms at 1 Mb/s
+  EXPECT_EQ(p.next_send_time(), TimePoint(8'000'000));
+  // At 1 ms the rate rises to 1 Gb/s: the 7 ms still owed are 7 µs at the new rate.
+  p.on_rate_change(TimePoint(1'000'000), 1'000'000, 1'000'000'000);
+  EXPECT_EQ(p.next_send_time(), TimePoint(1'007'000));
+  // A cut stretches what is left the same way: 4 µs at 1 Gb/s are 8 µs at 500 Mb/s.
+  p.on_rate_change(TimePoint(1'003'000), 1'000'000'000, 500'000'000);
+  EXPECT_EQ(p.next_send_time(), TimePoint(1'011'000));
+  // Nothing owed, no credit (burst 0): the schedule stays where it is.
+  p.on_rate_change(TimePoint(2'000'000), 500'000'000, 1'000'000'000);
+  EXPECT_EQ(p.next_send_time(), TimePoint(2'000'000));
+}
+
+TEST(Pacer, ARateChangeRescalesABankedBurst) {
+  Pacer p(3000);
+  p.on_sent(TimePoint(100000), 1000, 1'000'000'000);  // 16 µs of credit left (2000 bytes)
+  EXPECT_EQ(p.next_send_time(), TimePoint(84000));
+  p.on_rate_change(TimePoint(100000), 1'000'000'000, 2'000'000'000);  // 2000 bytes = 8 µs
+  EXPECT_EQ(p.next_send_time(), TimePoint(92000));
+}
+
+// The pacer follows RC at once: a packet sent at the 1 Mb/s floor (mlx5's rpg_min_rate)
+// owes 32.8 ms; the first increase makes RC 5.0005 Gb/s, and the 32.688 ms still owed
+// become 32.688 ms x 1e6 / 5.0005e9 = 6536.9 ns, rounded up: no longer than one packet at
+// the new rate (6553 ns), where the old pacer kept the gap of the floor.
+TEST(Dcqcn, AnIncreaseShortensThePacingGapAtOnce) {
+  DcqcnParams p = fixed_alpha();
+  p.rate_to_set_on_first_cnp = 1;
+  p.pacer_burst_bytes = 0;
+  Dcqcn d(p, kLine);
+  d.on_cnp(TimePoint(0));
+  ASSERT_EQ(d.rate_bps(), 1'000'000u);
+  d.on_sent(TimePoint(20us), 4096);
+  EXPECT_EQ(d.next_send_time(), TimePoint(20us) + Nanos(32'768'000));
+  d.on_timer(TimePoint(100us));
+  EXPECT_EQ(d.rate_bps(), 5'000'500'000u);
+  EXPECT_EQ(d.next_send_time(), TimePoint(100us) + Nanos(6537));
+  EXPECT_LE(d.next_send_time() - TimePoint(100us), Pacer::tx_time(4096, d.rate_bps()));
+  // A cut applies to the pending gap the same way (RC 5.0005 -> 3.750375 Gb/s).
+  d.on_cnp(TimePoint(102us));
+  EXPECT_EQ(d.rate_bps(), 3'750'375'000u);
+  EXPECT_EQ(d.next_send_time(), TimePoint(102us) + Nanos(6050));  // 4537 ns x 4/3, up
+}
+
 }  // namespace
 }  // namespace uroce::transport

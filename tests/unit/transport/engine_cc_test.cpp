@@ -138,6 +138,53 @@ TEST(EngineCc, PostingOnAPacedQpIsNotReadyBeforeItsTime) {
   EXPECT_EQ(slot[0].len, 12u + 16 + 1024 + 4);
 }
 
+// DCQCN at mlx5's 1 Mb/s floor, then its first increase: the packet the pacer holds goes out
+// at the gap recomputed at the new rate, not after the 8.672 ms the floor had set for it.
+TEST(EngineCc, ARateRiseReleasesThePacketThePacerHolds) {
+  CcConfig cc = dcqcn_1g();
+  cc.dcqcn.rate_to_set_on_first_cnp = 1;  // the first CNP sets RC to 1 Mb/s
+  cc.dcqcn.rpg_time_reset = 100;
+  cc.dcqcn.rpg_byte_reset = 0;
+  EngineHarness h({.cc = cc});
+  QpPair p = h.connect({});
+  wire::Headers hdr;
+  hdr.bth.opcode = wire::kCnpOpcode;
+  hdr.bth.becn = true;
+  hdr.bth.dqpn = p.a.qpn;
+  std::vector<uint8_t> bytes(64);
+  bytes.resize(wire::build_packet(hdr, {}, bytes));
+  PacketMeta meta;
+  meta.ip.src = h.gid(1);
+  meta.ip.dst = h.gid(0);
+  meta.ip_id_known = true;
+  wire::write_icrc(meta.ip, bytes);
+  h.inject(1, bytes, meta);
+  ASSERT_TRUE(h.run_until([&] { return cc_of(p.a).rate_bps == 1'000'000; }, 1ms));
+  ASSERT_EQ(h.now(), TimePoint(0));
+
+  constexpr uint32_t kLen = 2048;  // two 1024-byte packets
+  fill_pattern(p.a, kLen);
+  const Sge sge = p.a.sge(0, kLen);
+  ASSERT_TRUE(
+      p.a.engine->post_send(h.now(), p.a.qpn, write_wr(sge, 1, p.b.addr(0), p.b.mr.rkey)).is_ok());
+  const auto wcs = h.wait_wcs(0, p.a.send_cq, 1, 20ms);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + kLen, p.b.buf.begin()));
+  std::vector<const CapturedPacket*> data;
+  for (const CapturedPacket& c : h.log()) {
+    if (c.from == 0) data.push_back(&c);
+  }
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_EQ(data[0]->sent_at, TimePoint(0));
+  const uint64_t first_ip = data[0]->bytes.size() + 28;  // WRITE First: 1084 bytes
+  ASSERT_EQ(Pacer::tx_time(first_ip, 1'000'000), Nanos(8'672'000));
+  // At 100 µs RC = (1 Gb/s + 1 Mb/s + 1) / 2 = 500.5 Mb/s: the 8.572 ms still owed are
+  // 8.572 ms x 1e6 / 500.5e6 = 17126.9 ns, rounded up.
+  EXPECT_EQ(data[1]->sent_at, TimePoint(100us) + Nanos(17127));
+  EXPECT_LE(data[1]->sent_at - TimePoint(100us), Pacer::tx_time(first_ip, 500'500'000));
+}
+
 struct CeRun {
   std::vector<CapturedPacket> cnps;
   uint64_t marked = 0;
