@@ -184,13 +184,29 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     e.count(qp, Counter::kDropDuplicateResponse);
     if (adp_gap_ready_) {
       // The peer answered our early resend as a duplicate: nothing was lost, the peer (or
-      // the path) stalled for adp_gap_. Eifel's response (RFC 4015): take the stall as an RTT
-      // sample, so the RTO grows to cover stalls like it and shrinks again with later samples.
+      // the path) stalled for adp_gap_. Eifel's response (RFC 4015): the estimate covers the
+      // stall at once, so the RTO grows to cover stalls like it and shrinks again with later
+      // samples.
       adp_gap_ready_ = false;
       e.count(qp, Counter::kAdpRetransSpurious);
-      rtt_.sample(adp_gap_);
+      rtt_.raise_to(adp_gap_);
     }
     return;
+  }
+  // Go-back-N on an in-order path: a positive response for a PSN not resent since an
+  // adaptive go-back answers its original, so everything before it had arrived and the
+  // go-back was spurious (F-RTO's test, RFC 5682). Not with selective repeat: there the
+  // responder places originals behind a hole, and the cumulative ACK may wait for a resend.
+  const bool positive =
+      (pkt.info->headers & wire::kHasAeth) == 0 || pkt.hdr.aeth.type() == wire::AethType::kAck;
+  if (adp_rewound_ && !qp.sr() && positive && !psn.before(qp.req.psn())) {
+    // Eifel's response (RFC 4015): the estimate covers the stall at once, and the requester
+    // resumes where the go-back found it (its originals are in flight, not lost).
+    adp_rewound_ = false;
+    adp_gap_ready_ = false;
+    e.count(qp, Counter::kAdpRetransSpurious);
+    rtt_.raise_to(now - progress_at_);
+    qp.req.fast_forward(qp, qp.req.high_psn());
   }
   const uint16_t flags = pkt.info->flags;
   const auto op = static_cast<Op>(pkt.hdr.bth.opcode & 0x1F);

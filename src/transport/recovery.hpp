@@ -64,6 +64,18 @@ class RttEstimator {
     for (uint32_t i = 0; i < backoff_ && v < cap; ++i) v *= 2;
     return std::min(v, cap);
   }
+  // The Eifel response to a spurious timeout (RFC 4015): the estimate covers the stall `r`
+  // at once, SRTT = max(SRTT, r) and RTTVAR = max(RTTVAR, r/2), where one EWMA sample would
+  // add only r/8; the new estimate replaces the backoff the timeout added.
+  void raise_to(Nanos r) {
+    if (!have_) {
+      sample(r);
+    } else {
+      srtt_ = std::max(srtt_, r);
+      rttvar_ = std::max(rttvar_, r / 2);
+    }
+    backoff_ = 0;
+  }
   void backoff() {
     if (backoff_ < 16) ++backoff_;
   }

@@ -478,9 +478,10 @@ TEST(PacketScript, AdaptiveRtoResendsBeforeTheConfiguredTimeoutAndRetryCntStillC
 // A spurious early resend (the peer stalled, nothing was lost): ACK at 100 us (RTO 300 us),
 // the adaptive resend of 0x1001..0x1002 at 400 us, then the peer's ACK of everything at 500
 // us and its duplicate ACK for the resend. The duplicate proves the resend spurious
-// (adp_retrans_spurious); the 400 us stall (100 -> 500 us without progress) becomes an RTT
-// sample: SRTT (7 x 100 + 400) / 8 = 137.5 us, RTTVAR (3 x 50 + |100 - 400|) / 4 = 112.5 us,
-// so the next RTO is 137.5 + 4 x 112.5 = 587.5 us. A second duplicate changes nothing more.
+// (adp_retrans_spurious); the estimate covers the 400 us stall (100 -> 500 us without
+// progress) at once, as RFC 4015 responds: SRTT max(100, 400) = 400 us, RTTVAR max(50, 200) =
+// 200 us, so the next RTO is 400 + 4 x 200 = 1200 us. A second duplicate changes nothing
+// more. (Both PSNs were resent before the ACK: the ACK alone proves nothing.)
 TEST(PacketScript, DuplicateAckAfterAnAdaptiveResendLengthensTheRto) {
   ScriptOptions o;
   o.timeout = 10;  // 4194304 ns
@@ -504,7 +505,7 @@ TEST(PacketScript, DuplicateAckAfterAnAdaptiveResendLengthensTheRto) {
   s.receive(s.ack(0x1002, 3));
   ASSERT_TRUE(s.post_send_one(4, WrOpcode::kSend, 0, 16).is_ok());
   ASSERT_EQ(s.transmit().size(), 1u);
-  EXPECT_EQ(s.engine().next_deadline(), t_all + Nanos(587'500));
+  EXPECT_EQ(s.engine().next_deadline(), t_all + std::chrono::microseconds(1200));
   s.expect_qp_counters({{Counter::kRcvdPkts, 4},
                         {Counter::kBytesRcvd, 80},
                         {Counter::kRoceAdpRetrans, 1},
@@ -512,6 +513,53 @@ TEST(PacketScript, DuplicateAckAfterAnAdaptiveResendLengthensTheRto) {
                         {Counter::kDropDuplicateResponse, 2},
                         {Counter::kRetransmittedPkts, 2},
                         {Counter::kRdmaSends, 3}});
+}
+
+// Go-back-N: an ACK for a PSN the adaptive go-back has not resent yet answers the original
+// (F-RTO's test), so the go-back was spurious. 0x1000 .. 0x1003 out at 0, ACK of 0x1000 at
+// 100 us (RTO 300 us), the go-back at 400 us resends 0x1001 only, then the ACK of 0x1002 at
+// 500 us: adp_retrans_spurious, the estimate covers the 400 us stall (SRTT 400, RTTVAR 200 us:
+// RTO 1200 us) and the requester resumes where it was: 0x1003, in flight, is not resent.
+TEST(PacketScript, AnAckForAPsnNotResentProvesAnAdaptiveGoBackSpurious) {
+  ScriptOptions o;
+  o.timeout = 10;  // 4194304 ns
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, 0, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 4u);  // 0x1000 .. 0x1003
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(100);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0x1000, 1));
+  EXPECT_EQ(s.engine().next_deadline(), t_ack + std::chrono::microseconds(300));
+  s.advance_to(t_ack + std::chrono::microseconds(300));
+  // One packet of the go-back goes out: 0x1001.
+  std::array<uint8_t, 4096 + 128> buf{};
+  transport::TxSlot slot;
+  slot.buf = buf;
+  ASSERT_EQ(s.engine().poll_tx(s.now(), std::span<transport::TxSlot>(&slot, 1)), 1u);
+  wire::ParsedPacket resent;
+  ASSERT_EQ(wire::parse_packet(std::span<const uint8_t>(buf.data(), slot.len), resent),
+            wire::ParseError::kOk);
+  EXPECT_EQ(resent.hdr.bth.psn.value(), 0x1001u);
+  const TimePoint t_ack2 = TimePoint(0) + std::chrono::microseconds(500);
+  s.advance_to(t_ack2);
+  s.receive(s.ack(0x1002, 3));
+  EXPECT_EQ(s.send_wcs().size(), 3u);
+  EXPECT_TRUE(s.transmit().empty());  // 0x1003 is not resent
+  EXPECT_EQ(s.engine().next_deadline(), t_ack2 + std::chrono::microseconds(1200));
+  s.advance_to(t_ack2 + std::chrono::microseconds(10));
+  s.receive(s.ack(0x1003, 4));
+  EXPECT_EQ(s.send_wcs().size(), 1u);
+  EXPECT_EQ(s.engine().next_deadline(), kNever);
+  s.expect_qp_counters({{Counter::kSentPkts, 5},     // 4 + the resend polled by hand
+                        {Counter::kBytesSent, 160},  // 5 x (12 + 16 + 4)
+                        {Counter::kRcvdPkts, 3},
+                        {Counter::kBytesRcvd, 60},
+                        {Counter::kRoceAdpRetrans, 1},
+                        {Counter::kAdpRetransSpurious, 1},
+                        {Counter::kRetransmittedPkts, 1},
+                        {Counter::kRdmaSends, 4}});
 }
 
 // Without a duplicate (the resend was needed: the packet or its ACK was lost) the stall is no
