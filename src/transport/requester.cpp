@@ -224,9 +224,12 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
       }
     }
     if (w.pkts_sent < w.npkts) {
-      // Selective repeat: a resend after a rewind skips what the responder already placed.
+      // Selective repeat: a resend after a rewind skips what the responder already placed,
+      // but never the oldest unacknowledged PSN: if that one is SACKed, the responder's ePSN
+      // moved past it and its ACK was lost; skipping every PSN would then send nothing, and
+      // only a resend (a duplicate, asking for an ACK) brings that cumulative ACK again.
       if (!(qp.sr() && w.opcode == WrOpcode::kRdmaWrite && psn_.before(high_psn_) &&
-            sack_.test(psn_))) {
+            psn_ != qp.comp.psn() && sack_.test(psn_))) {
         break;
       }
       ++w.pkts_sent;
@@ -337,9 +340,16 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   h.bth.opcode = wire::make_opcode(transport, op);
   h.bth.se = (w.send_flags & kSendSolicited) != 0 && message_end &&
              (is_send_op(w.opcode) || w.opcode == WrOpcode::kRdmaWriteWithImm);
+  // A PSN sent before (go-back-N resends it in the same order).
+  const bool resent = sent_any_ && psn_.before(high_psn_);
   if (qp.is_rc()) {
     // rxe init_req_packet: AckReq on the message end, or once 65 packets went without it.
-    if (message_end || retransmit_hole || noack_pkts_++ > kMaxPktPerAck) {
+    // Selective repeat asks on every resend too: a rewind skips what the responder placed,
+    // so its one resend may be the packet that moves ePSN over them, and the ACK of that
+    // move is then the only one; if it is lost, the next resend arrives as a duplicate, and
+    // a duplicate without AckReq is answered by nothing (a stall of one configured timeout
+    // per resend until the 66th asks).
+    if (message_end || retransmit_hole || (qp.sr() && resent) || noack_pkts_++ > kMaxPktPerAck) {
       h.bth.ackreq = true;
       noack_pkts_ = 0;
     }
@@ -372,7 +382,6 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
 
   e.count(qp, Counter::kSentPkts);
   e.count(qp, Counter::kBytesSent, size);
-  const bool resent = sent_any_ && psn_.before(high_psn_);
   if (resent) {
     e.count(qp, Counter::kRetransmittedPkts);
     qp.comp.on_resend(psn_);

@@ -296,6 +296,79 @@ TEST(SelectiveRepeat, ALostHoleResendIsDetectedByALaterSack) {
   EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + 16384, p.b.buf.begin()));
 }
 
+// The hole and its resend are lost and no later PSN is sent, so the adaptive timer goes back;
+// the rewind skips the SACKed PSNs and resends the hole alone, which moves the responder's
+// ePSN over everything placed; the ACK of that move is lost. What recovers it: the timer
+// resend asks for an ACK (a go-back resend of a mid-message packet did not, so its duplicate
+// was answered by nothing), and the next rewind resends the oldest unacknowledged PSN even
+// though it is SACKed (skipping every PSN sent nothing at all). Before, each resend waited
+// the configured timeout (67 ms) until the 66th carried AckReq (uroce sim
+// scenarios/validate-loss-1-sr.toml --seed 5: no goodput from 1.2 s to 5.4 s).
+TEST(SelectiveRepeat, ALostAckOfTheMoveOverPlacedPsnsIsRecoveredByTheNextResend) {
+  EngineHarness h({.latency = Nanos(2000), .seed = 13});
+  PairOptions o;
+  o.recovery = Recovery::kSelectiveRepeat;
+  QpPair p = h.connect(o);
+  fill_random(p.a.buf, 5);
+  // The first WRITE (PSNs psn0..psn0+7) goes through and gives the RTT; the second loses its
+  // third packet twice and then the ACK of its last PSN once.
+  const uint32_t hole = o.psn0 + 8 + 2;
+  const uint32_t last = o.psn0 + 8 + 7;
+  int copies = 0;
+  h.faults(0).hook = [&copies, hole](CapturedPacket& pkt) {
+    HookVerdict v;
+    if (pkt.psn() == hole && copies++ < 2) v.action = HookVerdict::Action::kDrop;
+    return v;
+  };
+  int acks = 0;
+  h.faults(1).hook = [&acks, last](CapturedPacket& pkt) {
+    HookVerdict v;
+    const wire::ParsedPacket r = pkt.parse();
+    if (r.hdr.bth.psn.value() == last && r.hdr.aeth.type() == wire::AethType::kAck && acks++ == 0) {
+      v.action = HookVerdict::Action::kDrop;
+    }
+    return v;
+  };
+  std::array<Sge, 2> sges = {p.a.sge(0, 8192), p.a.sge(8192, 8192)};
+  TimePoint start{};
+  for (int i = 0; i < 2; ++i) {
+    SendWr wr;
+    wr.wr_id = static_cast<uint64_t>(i);
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = {&sges[i], 1};
+    wr.rdma = {p.b.addr(static_cast<size_t>(i) * 8192), p.b.mr.rkey};
+    start = h.now();
+    ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, wr).is_ok());
+    const auto wcs = h.wait_wcs(0, p.a.send_cq, 1, 1s);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(copies, 3);  // original, lost hole resend, timer resend (placed)
+  EXPECT_EQ(acks, 2);    // the lost ACK of the move, the ACK of the duplicate hole + 1
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRetransmittedPkts), 3u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 2u);
+  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
+  EXPECT_EQ(qp_counter(h, 1, p.b.qpn, Counter::kDuplicateRequest), 1u);
+  EXPECT_EQ(qp_counter(h, 1, p.b.qpn, Counter::kSrOutOfOrderPlaced), 5u);
+  // The original (packet 3 of 8) does not ask for an ACK; every resend does. After the ACK of
+  // the hole (the resend asked for it), the second timer resends hole + 1, SACKed but the
+  // oldest unacknowledged PSN, and its duplicate's ACK carries the move's cumulative ACK.
+  std::vector<std::pair<uint32_t, bool>> resends;
+  for (const CapturedPacket& pkt : h.log()) {
+    if (pkt.from == 0 && (pkt.psn() == hole || pkt.psn() == hole + 1)) {
+      resends.emplace_back(pkt.psn(), pkt.parse().hdr.bth.ackreq);
+    }
+  }
+  EXPECT_EQ(resends,
+            (std::vector<std::pair<uint32_t, bool>>{
+                {hole, false}, {hole + 1, false}, {hole, true}, {hole, true}, {hole + 1, true}}));
+  // Two adaptive RTOs (200 us floor, the second doubled), far inside one configured timeout.
+  EXPECT_LT(h.now() - start, Nanos(1'000'000));
+  EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + 16384, p.b.buf.begin()));
+}
+
 TEST(GoBackN, NakFastRetransmitResendsFromTheNakedPsnOncePerEpisode) {
   OneLoss t(std::nullopt);
   t.write(1, 0, 8 * 1024);
