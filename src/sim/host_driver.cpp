@@ -10,12 +10,6 @@
 namespace uroce::sim {
 
 namespace {
-// Packets a NIC holds for paused priorities. The engine has one transmit path for all its
-// QPs, so a NIC whose host sends on several priorities keeps polling past packets of a
-// paused one (holding them) to reach the others, as a real NIC's per-priority send queues
-// would; a bound keeps memory finite.
-constexpr uint32_t kMaxHeld = 512;
-
 uint32_t host_of_gid(const std::array<uint8_t, 16>& a) {
   return ((uint32_t{a[13]} << 16) | (uint32_t{a[14]} << 8) | a[15]) - 1;
 }
@@ -59,8 +53,7 @@ void Simulator::host_try_tx(uint32_t h) {
     for (int p = kPriorities - 1; p >= 0; --p) {
       auto& held = H.held[static_cast<size_t>(p)];
       if (((H.paused_mask >> p) & 1u) == 0 && !held.empty()) {
-        const uint32_t pkt = held.front();
-        held.erase(held.begin());
+        const uint32_t pkt = held.pop();
         --H.held_count;
         H.stats.held = H.held_count;
         host_send(h, pkt);
@@ -86,7 +79,7 @@ void Simulator::host_try_tx(uint32_t h) {
     p.dst_host = host_of_gid(p.meta.ip.dst);
     p.priority = static_cast<uint8_t>(p.meta.tos >> 5);
     if (((H.paused_mask >> p.priority) & 1u) != 0) {
-      H.held[p.priority].push_back(pkt);
+      H.held[p.priority].push(pkt);
       ++H.held_count;
       H.stats.held = H.held_count;
       continue;

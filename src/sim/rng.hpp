@@ -5,32 +5,27 @@
 
 #include <cstdint>
 
+#include "transport/rng.hpp"
+
 namespace uroce::sim {
 
+// The engine's generator (src/transport/rng.hpp): splitmix64(x) is the first output of a
+// generator seeded with x, a bijective mix used to derive seeds and hashes.
 inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+  return transport::SplitMix64(x).next();
 }
 
 class Rng {
  public:
-  Rng(uint64_t seed, uint64_t stream) : state_(splitmix64(seed ^ splitmix64(stream))) {}
-  uint64_t next() {
-    state_ += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  Rng(uint64_t seed, uint64_t stream) : gen_(splitmix64(seed ^ splitmix64(stream))) {}
+  uint64_t next() { return gen_.next(); }
   // Uniform in [0, 1) with 53 bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   // Uniform in [0, n), n > 0 (the modulo bias is below 2^-40 for the n used here).
   uint64_t below(uint64_t n) { return next() % n; }
 
  private:
-  uint64_t state_;
+  transport::SplitMix64 gen_;
 };
 
 }  // namespace uroce::sim

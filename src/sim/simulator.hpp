@@ -130,6 +130,33 @@ class Simulator {
     kStorm,      // a = storm, b = 1 start, 0 end
   };
 
+  // Packets a NIC holds for paused priorities. The engine has one transmit path for all its
+  // QPs, so a NIC whose host sends on several priorities keeps polling past packets of a
+  // paused one (holding them) to reach the others, as a real NIC's per-priority send queues
+  // would; a bound keeps memory finite.
+  static constexpr uint32_t kMaxHeld = 512;
+
+  // A FIFO of pool indices, allocated once at setup (kMaxHeld slots: the NIC never holds
+  // more in all its priorities together), so holding and releasing a packet allocate
+  // nothing and cost O(1).
+  class HeldRing {
+   public:
+    void init() { slots_.assign(kMaxHeld, 0); }
+    [[nodiscard]] bool empty() const { return size_ == 0; }
+    void push(uint32_t pkt) { slots_[(head_ + size_++) % kMaxHeld] = pkt; }
+    uint32_t pop() {
+      const uint32_t pkt = slots_[head_];
+      head_ = (head_ + 1) % kMaxHeld;
+      --size_;
+      return pkt;
+    }
+
+   private:
+    std::vector<uint32_t> slots_;
+    uint32_t head_ = 0;
+    uint32_t size_ = 0;
+  };
+
   struct Host {
     std::unique_ptr<transport::Engine> engine;
     transport::PdId pd{};
@@ -141,7 +168,7 @@ class Simulator {
     uint8_t paused_mask = 0;
     uint8_t tx_prio_mask = 0;  // priorities this host's packets can carry (its flows, CNPs)
     std::array<TimePoint, kPriorities> paused_since{};
-    std::array<std::vector<uint32_t>, kPriorities> held;  // packets of a paused priority
+    std::array<HeldRing, kPriorities> held;  // packets of a paused priority, oldest first
     uint32_t held_count = 0;
     TimePoint timer_at = kNever;
     TimePoint link_free{};

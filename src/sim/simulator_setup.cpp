@@ -100,7 +100,7 @@ void Simulator::build_hosts() {
                           transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
                               transport::kAccessRemoteRead),
                  "reg_mr");
-    for (auto& v : H.held) v.reserve(64);
+    for (auto& ring : H.held) ring.init();
   }
 }
 
