@@ -21,18 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "shell_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
 std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return uroce::test::run_shell(cmd + " 2>&1");
 }
 
 std::string slurp(const fs::path& p) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "device_integration_util.hpp"
+#include "shell_run.hpp"
 
 namespace uroce::itest {
 namespace {
@@ -22,13 +23,7 @@ std::string uroce_bin() {
 }
 
 std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return uroce::test::run_shell(cmd);
 }
 
 std::string read_proc(const std::string& path) {
