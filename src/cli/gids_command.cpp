@@ -80,7 +80,10 @@ int run_gids(const GidsOptions& o) {
 
 Subcommand add_gids_command(CLI::App& app) {
   auto options = std::make_shared<GidsOptions>();
-  CLI::App* sub = app.add_subcommand("gids", "List the GID table of every port like show_gids");
+  CLI::App* sub =
+      app.add_subcommand("gids",
+                         "List the GID table of every port like show_gids (uroce devices and "
+                         "kernel RDMA devices), with the RoCE v2 IPv4 index to pass to perftest");
   sub->add_option("-d,--ib-dev", options->device,
                   "Only this device, uroce's or a kernel one (default: every device)");
   sub->add_option("--netdev", options->netdevs,
