@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "cli/peer_diagnosis.hpp"
@@ -25,6 +26,8 @@ constexpr int kQpShift = 40;
 constexpr uint64_t kItMask = (1ull << kQpShift) - 1;
 // A run with no completion for this long has lost its peer or its packets.
 constexpr auto kStallLimit = std::chrono::seconds(10);
+// How often a bandwidth run without completions looks whether ACKs still move its QPs on.
+constexpr int64_t kAckCheckNs = 1'000'000'000;
 // How long a ping-pong byte check may wait for the rest of a message whose last byte
 // already arrived (the device copies a packet with memcpy, whose byte order is unspecified).
 constexpr auto kSettleLimit = std::chrono::milliseconds(100);
@@ -128,6 +131,8 @@ class WindowRunner {
     if (rounds_ && test_.verb == PerfVerb::kRead && !request_fill()) return;
     clock_ = ActiveClock();
     int64_t last_progress = now_ns();
+    int64_t last_ack_check = last_progress;
+    acked_moved();  // the starting PSNs
     std::array<Wc, 64> wcs;
     ChannelWatch watch(sock_);
     while (!finished()) {
@@ -157,7 +162,11 @@ class WindowRunner {
       if (n > 0) {
         samples_.push_back({total_done(), t});
         last_progress = now_ns();
-      } else if (now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
+      } else if (now_ns() - last_ack_check > kAckCheckNs) {
+        last_ack_check = now_ns();
+        if (acked_moved()) last_progress = last_ack_check;
+      }
+      if (n == 0 && now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
         int stalled = 0;
         for (int q = 0; q < qps_; ++q) {
           if (posted_[static_cast<size_t>(q)] > done_[static_cast<size_t>(q)]) stalled = q;
@@ -177,6 +186,22 @@ class WindowRunner {
   }
 
  private:
+  // Whether an ACK moved any QP's oldest unacknowledged PSN since the last look. With -Q N a
+  // completion comes once per N messages; on a slow or lossy path that can take longer than
+  // the stall limit while the peer keeps acknowledging, which is progress, not a stall.
+  bool acked_moved() {
+    bool moved = false;
+    acked_.resize(static_cast<size_t>(qps_));
+    for (int q = 0; q < qps_; ++q) {
+      const std::optional<uint32_t> psn = ctx_.dev().qp_acked_psn(ctx_.qpn(q));
+      std::optional<uint32_t>& seen = acked_[static_cast<size_t>(q)];
+      if (psn && psn != seen) {
+        moved = moved || seen.has_value();
+        seen = psn;
+      }
+    }
+    return moved;
+  }
   uint64_t total_done() const {
     uint64_t sum = 0;
     for (uint64_t d : done_) sum += d;
@@ -368,6 +393,7 @@ class WindowRunner {
   bool round_closed_ = false;
   bool stopping_ = false;
   std::vector<uint64_t> posted_, done_, target_;
+  std::vector<std::optional<uint32_t>> acked_;  // per QP, as acked_moved() last saw it
   std::vector<int64_t> post_ns_;
   std::vector<BwSample> samples_;
   std::vector<double> lat_us_;

@@ -416,4 +416,11 @@ std::optional<transport::Counters> Device::qp_counters(uint32_t qpn) const {
   return *c;
 }
 
+std::optional<uint32_t> Device::qp_acked_psn(uint32_t qpn) const {
+  std::lock_guard lock(engine_mu_);
+  const std::optional<Psn> psn = engine_.qp_acked_psn(qpn);
+  if (!psn) return std::nullopt;
+  return psn->value();
+}
+
 }  // namespace uroce::device

@@ -114,6 +114,8 @@ class Device {
   // ---- Counters (snapshots).
   [[nodiscard]] transport::Counters counters() const;
   [[nodiscard]] std::optional<transport::Counters> qp_counters(uint32_t qpn) const;
+  // The QP's oldest unacknowledged PSN (transport::Engine::qp_acked_psn).
+  [[nodiscard]] std::optional<uint32_t> qp_acked_psn(uint32_t qpn) const;
   // The PacketIo's drop/ICMP counters and what the network said about one peer.
   [[nodiscard]] IoCounters io_counters() const { return io_->io_counters(); }
   [[nodiscard]] PathReport path_report(const Gid& peer) const { return io_->path_report(peer); }

@@ -184,6 +184,22 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
         ev.path_mtu, ev.sizes.largest_unanswered, answered, ev.netdev_mtu,
         fit != 0 ? fmt::format("use -m {}", fit) : std::string("use a smaller -m"), doctor);
   }
+  // The peer still answers, but most of what is sent is sent again: the path drops so much
+  // that go-back-N's whole-window resends make (almost) no progress — congestion on a lossy
+  // network, not a dead peer.
+  const uint64_t sent = snap.qp_value(qp, "sent_pkts");
+  const uint64_t resent = snap.qp_value(qp, "retransmitted_pkts");
+  if (sent > 0 && resent * 2 >= sent) {
+    return fmt::format(
+        "{} still answers, but the path loses most packets: {} of the {} packets sent were "
+        "retransmissions ({} sequence NAKs, {} ACK timeouts) — a congested or lossy path "
+        "without PFC, where go-back-N resends whole windows: lower the offered load (fewer "
+        "QPs or senders), enable congestion control with an ECN-marking switch "
+        "(UROCE_CC=dcqcn), use selective repeat between uroce peers (--recovery sr) or a "
+        "lossless (PFC) network; {}",
+        peer, resent, sent, snap.qp_value(qp, "rcvd_seq_err"),
+        snap.qp_value(qp, "local_ack_timeout_err"), doctor);
+  }
   return fmt::format(
       "{} answered {} packets before and then stopped: the peer's process is gone, its QP left "
       "RTS, or the path started dropping — {}",

@@ -57,7 +57,15 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   QpRtt& q = qps_[peer->second];
   const uint32_t psn = be24(roce.data() + 9);
   const uint32_t size = ip_packet_size(roce.size(), meta.ip.ipv6);
-  q.sizes.largest_unanswered = std::max(q.sizes.largest_unanswered, size);
+  // The oldest PSN sent at the largest unanswered size: any ACK that covers it proves a
+  // packet of that size crossed the path, whichever copy arrived (a resend has the same
+  // size), so the proof survives go-back-N rewinds that leave no RTT sample.
+  if (size > q.sizes.largest_unanswered) {
+    q.sizes.largest_unanswered = size;
+    q.unanswered_psn = psn;
+  } else if (size == q.sizes.largest_unanswered && !psn_le(q.unanswered_psn, psn)) {
+    q.unanswered_psn = psn;
+  }
   // Karn: a PSN at or before the last one sent is a retransmission; its samples and the
   // later ones are ambiguous now.
   if (q.any_sent && psn_le(psn, q.last_psn)) {
@@ -85,9 +93,12 @@ void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
   ++q.acks;
   const uint32_t psn = be24(roce.data() + 9);
   // An ACK at or past the newest PSN sent answers every request sent so far; one that
-  // covers AckReq requests answers those (a pipelined stream never catches up entirely).
-  // Either way what is still unanswered is what gets sent (or sent again) from now on.
-  if (q.any_sent && psn_le(q.last_psn, psn)) {
+  // covers the oldest PSN sent at the largest unanswered size proves that size crosses the
+  // path (a go-back-N stream that rewinds again and again never catches up, nor keeps
+  // samples); one that covers AckReq requests answers those. Either way what is still
+  // unanswered is what gets sent (or sent again) from now on.
+  if (q.any_sent && (psn_le(q.last_psn, psn) ||
+                     (q.sizes.largest_unanswered != 0 && psn_le(q.unanswered_psn, psn)))) {
     q.sizes.largest_answered = std::max(q.sizes.largest_answered, q.sizes.largest_unanswered);
     q.sizes.largest_unanswered = 0;
   }

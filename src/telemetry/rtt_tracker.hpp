@@ -57,6 +57,7 @@ class RttTracker {
     std::deque<Pending> pending;
     bool any_sent = false;
     uint32_t last_psn = 0;
+    uint32_t unanswered_psn = 0;  // oldest PSN sent at sizes.largest_unanswered
     uint64_t acks = 0;
     PacketSizes sizes;
     RttHistogram hist;

@@ -57,6 +57,12 @@ const Counters* EngineImpl::qp_counters(uint32_t qpn) const {
   return qp == nullptr ? nullptr : &qp->counters;
 }
 
+std::optional<Psn> EngineImpl::qp_acked_psn(uint32_t qpn) const {
+  const Qp* qp = qp_by_qpn(qpn);
+  if (qp == nullptr) return std::nullopt;
+  return qp->comp.psn();
+}
+
 Status EngineImpl::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "set_congestion_control: no such QP");
@@ -335,6 +341,9 @@ const Counters& Engine::counters() const {
 }
 const Counters* Engine::qp_counters(uint32_t qpn) const {
   return impl_->qp_counters(qpn);
+}
+std::optional<Psn> Engine::qp_acked_psn(uint32_t qpn) const {
+  return impl_->qp_acked_psn(qpn);
 }
 Status Engine::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
   return impl_->set_congestion_control(qpn, cc);

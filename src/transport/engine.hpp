@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "common/time.hpp"
@@ -142,6 +143,10 @@ class Engine {
 
   [[nodiscard]] const Counters& counters() const;
   [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;  // nullptr: no such QP
+  // The oldest PSN the RC requester has not had acknowledged (nullopt: no such QP). It moves
+  // with every ACK or NAK that proves packets arrived, so it tells slow progress (a lossy
+  // path, sparse completions) from none.
+  [[nodiscard]] std::optional<Psn> qp_acked_psn(uint32_t qpn) const;
 
   // Replaces the QP's controller with an external one (non-owning); nullptr goes back to the
   // engine's own (EngineConfig::cc / QpInitAttr::cc). The controller must outlive the QP or

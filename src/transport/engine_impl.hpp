@@ -94,6 +94,7 @@ class EngineImpl {
   size_t poll_events(std::span<AsyncEvent> out);
   [[nodiscard]] const Counters& counters() const { return counters_; }
   [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;
+  [[nodiscard]] std::optional<Psn> qp_acked_psn(uint32_t qpn) const;
   Status set_congestion_control(uint32_t qpn, CongestionControl* cc);
 
   // The packet being received (UD needs the IP metadata and the packet length for the GRH).

@@ -97,6 +97,28 @@ TEST_F(CliImpair, WriteBwUnderFivePercentLossVerifiesAndRetransmits) {
   EXPECT_GT(retransmitted, 0u);
 }
 
+// A healthy but slow path: -Q 512 asks for one completion per 512 messages, here 32 MiB
+// through a 20 Mbit/s bottleneck (about 14 s), longer than perf's 10 s stall limit. The
+// engine's 128 unacknowledged PSNs keep the queue (and the round trip, ~55 ms) under the QP's
+// 67 ms ACK timeout, so nothing is lost or resent: ACKs keep moving the QP's acknowledged
+// PSN, and the run is not a stall.
+TEST_F(CliImpair, ASlowPathWithSparseCompletionsIsNotAStall) {
+  const PerfRun r = perf("write_bw", {},
+                         {"-s", "65536", "-n", "512", "-t", "512", "-Q", "512", "--json",
+                          "--impair", "rate=20mbit,queue=4MB"},
+                         next_port());
+  ASSERT_EQ(r.client_rc, 0) << r.client_out << r.client_err;
+  ASSERT_EQ(r.server_rc, 0) << r.server_err;
+  const auto j = nlohmann::json::parse(r.client_out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.client_out;
+  EXPECT_TRUE(j.value("ok", false)) << r.client_out;
+  EXPECT_EQ(j["results"][0].value("iterations", 0ull), 512u) << r.client_out;
+  // 20 Mbit/s is 2.38 MiB/s of frames; 1024 of each ~1082 bytes are payload (2.25 MiB/s).
+  const double mb = j["results"][0].value("bw_average", 0.0);
+  EXPECT_GT(mb, 1.5) << r.client_out;
+  EXPECT_LT(mb, 2.4) << r.client_out;
+}
+
 double typical_usec(const PerfRun& r) {
   const auto j = nlohmann::json::parse(r.client_out, nullptr, false);
   if (!j.is_object() || !j.contains("results") || j["results"].empty()) return -1;

@@ -150,5 +150,29 @@ TEST(ExplainStallTest, AnsweredBeforeAtTheSameSizeIsAPeerThatStopped) {
             "its QP left RTS, or the path started dropping — run uroce doctor --peer 10.0.0.2");
 }
 
+// Tail drops without flow control: the peer answers (full-size packets included) but most
+// packets are resent; the verdict is congestion, neither a dead peer nor the MTU.
+TEST(ExplainStallTest, MostPacketsResentIsACongestedLossyPath) {
+  Stall s(1453);
+  s.snap.names.insert(s.snap.names.end(),
+                      {"sent_pkts", "retransmitted_pkts", "rcvd_seq_err", "local_ack_timeout_err"});
+  s.qp.values.insert(s.qp.values.end(), {148684, 132300, 1081, 118});
+  s.ev.sizes.largest_answered = 1084;
+  s.ev.sizes.largest_unanswered = 1084;
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "10.0.0.2 still answers, but the path loses most packets: 132300 of the 148684 "
+            "packets sent were retransmissions (1081 sequence NAKs, 118 ACK timeouts) — a "
+            "congested or lossy path without PFC, where go-back-N resends whole windows: lower "
+            "the offered load (fewer QPs or senders), enable congestion control with an "
+            "ECN-marking switch (UROCE_CC=dcqcn), use selective repeat between uroce peers "
+            "(--recovery sr) or a lossless (PFC) network; run uroce doctor --peer 10.0.0.2");
+  // Half resent is the threshold; fewer is a peer that stopped.
+  s.qp.values[2] = 74341;
+  EXPECT_NE(explain_stall(s.snap, s.qp, s.ev)
+                .find("answered 1453 packets before and then "
+                      "stopped"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace uroce::telemetry

@@ -138,6 +138,26 @@ TEST_F(RttTest, AnAckOfAnAckReqRequestAnswersItsSizeWhilePipelined) {
   EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 1056u + 28);
 }
 
+// Heavy go-back-N loss: the stream rewinds before its AckReq packet is answered, so Karn's
+// rule leaves no sample, and it never gets everything acknowledged. An ACK that covers the
+// oldest full-size PSN still proves full-size packets cross the path (no MTU verdict).
+TEST_F(RttTest, AnAckOfARewoundStreamAnswersItsSizeWithoutASample) {
+  auto write = [&](int64_t us, uint32_t psn, bool ackreq) {
+    auto p = packet(0x07 /* RC WRITE MIDDLE */, kRemoteQpn, psn, ackreq);
+    p.resize(1056);
+    t_.on_sent(microseconds(us), to_peer(), p);
+  };
+  for (uint32_t psn = 10; psn <= 13; ++psn) write(psn, psn, psn == 13);
+  for (uint32_t psn = 11; psn <= 13; ++psn) write(100 + psn, psn, psn == 13);  // NAK'd from 11
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 1056u + 28);
+  ack(150, 9);  // covers none of them: nothing answered yet
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_answered, 0u);
+  ack(160, 10);  // PSN 10 arrived: a 1084-byte packet crossed
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_answered, 1056u + 28);
+  EXPECT_EQ(t_.sizes(kLocalQpn).largest_unanswered, 0u);
+  EXPECT_EQ(h().count, 0u);  // and still no sample (PSN 13 was resent)
+}
+
 TEST_F(RttTest, PacketsOfOtherQpsAreIgnored) {
   auto p = packet(0x04, 0x99, 1, true);
   t_.on_sent(microseconds(0), to_peer(), p);
