@@ -344,12 +344,14 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   const bool resent = sent_any_ && psn_.before(high_psn_);
   if (qp.is_rc()) {
     // rxe init_req_packet: AckReq on the message end, or once 65 packets went without it.
-    // Selective repeat asks on every resend too: a rewind skips what the responder placed,
-    // so its one resend may be the packet that moves ePSN over them, and the ACK of that
-    // move is then the only one; if it is lost, the next resend arrives as a duplicate, and
-    // a duplicate without AckReq is answered by nothing (a stall of one configured timeout
-    // per resend until the 66th asks).
-    if (message_end || retransmit_hole || (qp.sr() && resent) || noack_pkts_++ > kMaxPktPerAck) {
+    // Every resend asks too. A duplicate without AckReq is answered by nothing (the
+    // responder re-ACKs only duplicates that ask, docs/interop.md), nor is an in-order packet
+    // without it; so a resend burst of which a small tail-drop buffer keeps only the first
+    // packets, short of the message's last PSN, gets neither ACK nor NAK, and every timeout
+    // resends the same head again: no progress at all (go-back-N through a 16 KB port). With
+    // selective repeat a rewind skips what the responder placed, so its one resend may be
+    // the packet that moves ePSN over them, and the ACK of that move is then the only one.
+    if (message_end || retransmit_hole || resent || noack_pkts_++ > kMaxPktPerAck) {
       h.bth.ackreq = true;
       noack_pkts_ = 0;
     }
