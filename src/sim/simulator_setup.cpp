@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/ideal_fct.hpp"
 #include "sim/rng.hpp"
 #include "sim/scenario_toml.hpp"
 #include "sim/simulator.hpp"
@@ -54,6 +55,8 @@ Simulator::Simulator(const Scenario& sc, const std::string& file)
   for (size_t i = 0; i < specs.size(); ++i) flows_[i].spec = specs[i];
   channels_.resize(topo_.channels());
   impair_.resize(topo_.channels());
+  pfc_tx_.resize(size_t{topo_.channels()} * kPriorities);
+  pfc_rx_.resize(size_t{topo_.channels()} * kPriorities);
   if (sc_.impair.active()) {
     for (uint32_t c = 0; c < topo_.channels(); ++c) {
       const uint64_t seed = sc_.impair.seed.value_or(sc_.seed);
@@ -185,6 +188,7 @@ void Simulator::build_flows() {
     const uint32_t psn_a = 0x100 + f.spec.id * 7;
     const uint32_t psn_b = 0x800 + f.spec.id * 13;
     connect_qp(f.req_host, f.req_qpn, f.resp_host, f.resp_qpn, tc, psn_b, psn_a);
+    f.next_psn = psn_a;  // the requester's first request PSN
     connect_qp(f.resp_host, f.resp_qpn, f.req_host, f.req_qpn, tc, psn_a, psn_b);
     // Requests and ACKs ride the flow's priority; the host the data reaches also sends CNPs
     // (DSCP cnp_dscp, priority cnp_dscp >> 3) when it runs DCQCN.
@@ -201,26 +205,11 @@ void Simulator::build_flows() {
       if (m.size() <= k) m.resize(k + 1, UINT32_MAX);
       m[k] = f.spec.id;
     }
-    // Ideal FCT: the flow's packets as a train through the path's links, store and forward:
-    // every packet at the slowest link, plus one full packet's time at each other link, plus
-    // propagation both ways and an ACK's serialisation at every link on the way back.
-    const PathInfo p = topo_.path(f.spec.src, f.spec.dst);
+    // Ideal FCT (ideal_fct.hpp): alone on the idle path, with the flow's own messages and
+    // window.
     if (f.spec.bytes != 0) {
-      const uint64_t pkts = (f.spec.bytes + mtu - 1) / mtu;
-      const uint64_t wire = f.spec.bytes + pkts * (12 + 4 + kWireOverheadBytes);
-      const auto ser = [](uint64_t bytes, uint64_t bps) { return bytes * 8'000'000'000ull / bps; };
-      const uint64_t full = std::min<uint64_t>(f.spec.bytes, mtu) + 16 + kWireOverheadBytes;
-      const uint64_t ack = 12 + 4 + 4 + kWireOverheadBytes;
-      f.ideal_ns = ser(wire, p.min_bps) + 2 * p.delay_ns;
-      bool bottleneck_counted = false;
-      for (const uint64_t bps : p.link_bps) {
-        f.ideal_ns += ser(ack, bps);
-        if (bps == p.min_bps && !bottleneck_counted) {
-          bottleneck_counted = true;  // its share is the train itself
-        } else {
-          f.ideal_ns += ser(full, bps);
-        }
-      }
+      f.ideal_ns = ideal_fct_ns(topo_.path(f.spec.src, f.spec.dst),
+                                {f.spec.bytes, sc_.message_bytes, sc_.transport.window, mtu});
       ++finite_flows_;
     }
   }

@@ -149,5 +149,26 @@ TEST(ScenarioToml, SyntaxErrorsGiveTheLine) {
   EXPECT_EQ(e.substr(0, 11), "bad.toml:2:");
 }
 
+TEST(ScenarioToml, PauseQuantaAreCheckedWithKeyAndLine) {
+  const std::string head = "[switch]\nbuffer_mode = \"lossless\"\n";
+  const std::string tail = "[[workload]]\nkind = \"flow\"\nsrc = \"h0\"\ndst = \"h1\"\n";
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 0\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 0)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 65536\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 65536)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 400\npause_refresh_quanta = 400\n" + tail),
+            "bad.toml:4: switch.pause_refresh_quanta: must be below pause_quanta (400) so the "
+            "pause is refreshed before it expires (got 400)");
+  EXPECT_EQ(test::scenario_error(head + "pause_refresh_quanta = 0\n" + tail),
+            "bad.toml:3: switch.pause_refresh_quanta: must be an integer from 1 to 65534 (got 0)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = \"fast\"\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 'fast')");
+  const Scenario sc = parse_scenario(head + "pause_quanta = 3000\n" + tail, "/x/ok.toml");
+  EXPECT_EQ(sc.sw.pause_quanta, 3000u);
+  EXPECT_EQ(sc.sw.pause_refresh_quanta, 1500u);  // default: half the pause time
+  EXPECT_EQ(test::scenario_error("[[storm]]\nhost = \"h0\"\nrefresh = 1\n" + tail),
+            "bad.toml:3: storm[0].refresh: must be true or false (got 1)");
+}
+
 }  // namespace
 }  // namespace uroce::sim
