@@ -52,7 +52,7 @@ uint64_t Simulator::delivered_bytes(const FlowState& f) const {
   if (f.completed) return f.spec.bytes;
   // Messages are message_bytes each (the last of a finite flow may be shorter), each in
   // ceil(message_bytes / MTU) packets.
-  const uint64_t msg = sc_.message_bytes;
+  const uint64_t msg = f.spec.message_bytes;
   const uint64_t mtu = transport::mtu_bytes(sc_.transport.mtu);
   const uint64_t per_msg = (msg + mtu - 1) / mtu;
   const uint64_t whole = f.acked_packets / per_msg;
@@ -188,9 +188,9 @@ void Simulator::post_more(FlowState& f) {
   using namespace transport;
   Host& req = hosts_[f.req_host];
   Host& resp = hosts_[f.resp_host];
-  const uint64_t msg = sc_.message_bytes;
+  const uint64_t msg = f.spec.message_bytes;
   const uint64_t span = sc_.host_buffer_bytes - msg;
-  while (!f.failed && f.outstanding < sc_.transport.window &&
+  while (!f.failed && f.outstanding < f.spec.window &&
          (f.spec.bytes == 0 || f.posted < f.spec.bytes)) {
     const auto len =
         static_cast<uint32_t>(f.spec.bytes == 0 ? msg : std::min(msg, f.spec.bytes - f.posted));
@@ -254,7 +254,7 @@ void Simulator::poll_completions(uint32_t h) {
         flow_failed(f);
         continue;
       }
-      const uint64_t msg = sc_.message_bytes;
+      const uint64_t msg = f.spec.message_bytes;
       f.done += f.spec.bytes == 0 ? msg : std::min(msg, f.spec.bytes - f.done);
       if (f.spec.bytes != 0 && f.done == f.spec.bytes) {
         f.completed = true;

@@ -70,6 +70,8 @@ struct WorkloadSpec {
   std::string cdf_name;              // cdf: as the scenario wrote it (summary.json's echo)
   double load = 0.5;                 // cdf: offered load per host link, 0..1
   uint32_t flows = 100;              // cdf: number of flows
+  uint64_t message_bytes = 0;        // WR size of these flows (default: the top level's)
+  uint32_t window = 0;               // WRs each flow keeps outstanding (default: transport's)
   uint32_t line = 0;                 // the TOML line of this workload (error messages)
 };
 

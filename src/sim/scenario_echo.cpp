@@ -141,7 +141,9 @@ std::string workload_obj(const WorkloadSpec& w) {
       .raw("senders", senders)
       .str("cdf", w.cdf_name)
       .num("load", w.load)
-      .num("flows", uint64_t{w.flows});
+      .num("flows", uint64_t{w.flows})
+      .num("message_bytes", w.message_bytes)
+      .num("window", uint64_t{w.window});
   return o.text();
 }
 

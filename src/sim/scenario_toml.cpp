@@ -255,7 +255,7 @@ std::string resolve_cdf(const std::string& scenario_path, const std::string& nam
   return p.is_absolute() ? p.string() : (dir / p).string();
 }
 
-void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
+void read_workload(Section& s, WorkloadSpec& w, const std::string& path, uint64_t buffer) {
   w.line = s.line();
   w.kind = static_cast<WorkloadKind>(
       s.choice("kind", 0, {"flow", "incast", "permutation", "all_to_all", "cdf"}));
@@ -275,6 +275,9 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   }
   w.load = s.number("load", 0.5, 0.001, 1.0);
   w.flows = static_cast<uint32_t>(s.integer("flows", 100, 1, 100000));
+  // The top level's message_bytes and [transport]'s window unless this workload says.
+  w.message_bytes = s.integer("message_bytes", w.message_bytes, 1, buffer / 2);
+  w.window = static_cast<uint32_t>(s.integer("window", w.window, 1, 128));
   if (w.kind == WorkloadKind::kFlow && (w.src.empty() || w.dst.empty())) {
     s.fail(nullptr, w.src.empty() ? "src" : "dst",
            "kind = \"flow\" needs src and dst (e.g. src = \"h1\")");
@@ -356,7 +359,9 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
   each_table(top, "workload", file, [&](Section& s) {
     WorkloadSpec w;
     w.bytes = sc.message_bytes;
-    read_workload(s, w, path);
+    w.message_bytes = sc.message_bytes;
+    w.window = sc.transport.window;
+    read_workload(s, w, path, sc.host_buffer_bytes);
     sc.workloads.push_back(std::move(w));
   });
   each_table(top, "storm", file, [&](Section& s) {

@@ -35,7 +35,7 @@ inline constexpr std::string_view kTransportKeys =
     "cc, recovery, adaptive_retrans, min_rto_us, timeout, retry_cnt, mtu, window, dcqcn";
 inline constexpr std::string_view kWorkloadKeys =
     "kind, op, bytes, priority, start_us, start_jitter_us, count, src, dst, senders, cdf, load, "
-    "flows";
+    "flows, message_bytes, window";
 inline constexpr std::string_view kStormKeys = "host, start_us, end_us, priority, refresh";
 
 // `path` names the file in messages and anchors relative CDF paths. Throws ScenarioError.

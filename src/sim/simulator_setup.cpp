@@ -74,9 +74,12 @@ Simulator::~Simulator() = default;
 void Simulator::build_hosts() {
   const uint32_t n = topo_.hosts();
   std::vector<uint32_t> qps(n, 0);
+  std::vector<uint32_t> wrs(n, 0);  // WRs outstanding at once, over the host's QPs
   for (const FlowState& f : flows_) {
     ++qps[f.spec.src];
     ++qps[f.spec.dst];
+    wrs[f.spec.src] += f.spec.window;
+    wrs[f.spec.dst] += f.spec.window;
   }
   hosts_.resize(n);
   for (uint32_t h = 0; h < n; ++h) {
@@ -94,8 +97,7 @@ void Simulator::build_hosts() {
     H.engine = std::make_unique<transport::Engine>(cfg);
     transport::Engine& e = *H.engine;
     H.pd = value(e.alloc_pd(), "alloc_pd");
-    const uint32_t cqe =
-        std::min<uint32_t>(65536, std::max<uint32_t>(1024, qps[h] * sc_.transport.window * 2 + 64));
+    const uint32_t cqe = std::min<uint32_t>(65536, std::max<uint32_t>(1024, wrs[h] * 2 + 64));
     H.scq = value(e.create_cq(cqe), "create_cq");
     H.rcq = value(e.create_cq(cqe), "create_cq");
     H.buf.assign(sc_.host_buffer_bytes, 0);
@@ -171,7 +173,7 @@ void Simulator::build_flows() {
   for (FlowState& f : flows_) {
     f.req_host = f.spec.src;
     f.resp_host = f.spec.dst;
-    const uint32_t w = sc_.transport.window;
+    const uint32_t w = f.spec.window;
     QpInitAttr init;
     init.qp_type = QpType::kRc;
     init.cap = {w * 2, w * 2, 1, 1, 0};
@@ -209,7 +211,7 @@ void Simulator::build_flows() {
     // window.
     if (f.spec.bytes != 0) {
       f.ideal_ns = ideal_fct_ns(topo_.path(f.spec.src, f.spec.dst),
-                                {f.spec.bytes, sc_.message_bytes, sc_.transport.window, mtu});
+                                {f.spec.bytes, f.spec.message_bytes, f.spec.window, mtu});
       ++finite_flows_;
     }
   }

@@ -170,5 +170,23 @@ TEST(ScenarioToml, PauseQuantaAreCheckedWithKeyAndLine) {
             "bad.toml:3: storm[0].refresh: must be true or false (got 1)");
 }
 
+TEST(ScenarioToml, WorkloadWindowAndMessageSizeDefaultAndAreChecked) {
+  const std::string flow = "[[workload]]\nkind = \"flow\"\nsrc = \"h0\"\ndst = \"h1\"\n";
+  const Scenario sc = parse_scenario("message_bytes = 8192\n[transport]\nwindow = 3\n" + flow +
+                                         flow + "window = 1\n" + "message_bytes = 4\n",
+                                     "/x/ok.toml");
+  ASSERT_EQ(sc.workloads.size(), 2u);
+  EXPECT_EQ(sc.workloads[0].message_bytes, 8192u);
+  EXPECT_EQ(sc.workloads[0].window, 3u);
+  EXPECT_EQ(sc.workloads[1].message_bytes, 4u);
+  EXPECT_EQ(sc.workloads[1].window, 1u);
+  EXPECT_EQ(test::scenario_error(flow + "window = 0\n"),
+            "bad.toml:5: workload[0].window: must be an integer from 1 to 128 (got 0)");
+  // At most half of host_buffer_bytes (4 MiB by default), as the top-level key.
+  EXPECT_EQ(test::scenario_error(flow + "message_bytes = 4194304\n"),
+            "bad.toml:5: workload[0].message_bytes: must be an integer from 1 to 2097152 (got "
+            "4194304)");
+}
+
 }  // namespace
 }  // namespace uroce::sim

@@ -79,6 +79,8 @@ start_jitter_us = 1.5
 count = 2
 src = "h1"
 dst = "h4"
+message_bytes = 32768
+window = 2
 [[workload]]
 kind = "incast"
 op = "send"
@@ -503,6 +505,44 @@ refresh = false
   const std::string a = all(render_outputs(*run_scenario(sc, 3)));
   EXPECT_EQ(a, all(render_outputs(*run_scenario(sc, 3))));
   EXPECT_NE(a, all(render_outputs(*run_scenario(sc, 4))));
+}
+
+TEST(SimOutputs, PerWorkloadWindowAndMessageSize) {
+  // A bulk flow with the defaults (1 MiB WRs, 8 outstanding) beside a latency probe of
+  // 500 WRITEs of 4 bytes one at a time on another pair of hosts: each flow's ideal is its
+  // own pattern's, and both run at it.
+  auto sim = run_scenario(R"(
+duration_us = 20000
+[topology]
+kind = "star"
+hosts = 4
+[[workload]]
+kind = "flow"
+src = "h1"
+dst = "h0"
+bytes = 4194304
+[[workload]]
+kind = "flow"
+src = "h2"
+dst = "h3"
+bytes = 2000
+message_bytes = 4
+window = 1
+)");
+  ASSERT_EQ(sim->flows().size(), 2u);
+  for (const FlowState& f : sim->flows()) {
+    ASSERT_TRUE(f.completed) << f.spec.id;
+    const double slowdown =
+        static_cast<double>((f.end - f.start).count()) / static_cast<double>(f.ideal_ns);
+    EXPECT_GE(slowdown, 1.0) << f.spec.id;
+    EXPECT_LE(slowdown, 1.05) << f.spec.id;
+  }
+  const FlowState& probe = sim->flows()[1];
+  EXPECT_EQ(probe.spec.window, 1u);
+  EXPECT_EQ(probe.spec.message_bytes, 4u);
+  EXPECT_EQ(probe.messages, 500u);  // 500 WRs were posted
+  EXPECT_EQ(probe.ideal_ns, 500u * 4024);
+  EXPECT_EQ(sim->flows()[0].messages, 4u);
 }
 
 }  // namespace
