@@ -49,6 +49,12 @@ SCHEMAS = {
     "rates.csv": [("time_ns", "int"), ("flow_id", "int"), ("rate_gbps", "float")],
     "goodput.csv": [("time_ns", "int"), ("flow_id", "int"), ("gbps", "float")],
 }
+# Columns later versions of `uroce sim` appended: read when the header has them (older runs'
+# files do not), absent from the row otherwise.
+OPTIONAL_COLUMNS = {
+    "ports.csv": [("pause_events", "int"), ("xon_frames_sent", "int")],
+    "hosts.csv": [("adaptive_retrans", "int"), ("adaptive_retrans_spurious", "int")],
+}
 REQUIRED_FILES = ("summary.json", "flows.csv")
 # The time series are kept per series as two compact arrays (time, value), not as rows:
 # file: (the columns naming a series, the value column). A long run has millions of rows.
@@ -120,7 +126,7 @@ def _parse_cell(path, line, column, kind, text):
     return value
 
 
-def read_csv(path, schema, required, series=None):
+def read_csv(path, schema, required, series=None, optional=()):
     """Typed rows of one CSV, or None for an absent or empty file (when not required).
     With `series` = (key columns, value column): {key: Series} instead of rows."""
     if not os.path.exists(path):
@@ -141,6 +147,8 @@ def read_csv(path, schema, required, series=None):
                 raise InputError(path, f"line 1: header lacks column {missing[0]!r} "
                                        f"(expected {expected})")
             index = [(name, kind, header.index(name)) for name, kind in schema]
+            index += [(name, kind, header.index(name)) for name, kind in optional
+                      if name in header]
             rows = []
             per = {}
             if series:
@@ -259,6 +267,6 @@ def load_run(path):
     run.run_info = read_json(os.path.join(path, "run.json"), required=False)
     for name, schema in SCHEMAS.items():
         data = read_csv(os.path.join(path, name), schema, required=name in REQUIRED_FILES,
-                        series=SERIES.get(name))
+                        series=SERIES.get(name), optional=OPTIONAL_COLUMNS.get(name, ()))
         (run.series if name in SERIES else run.tables)[name] = data
     return run

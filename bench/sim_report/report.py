@@ -16,7 +16,8 @@ def headline_rows(s):
     f = s["flows"]
     return [
         ("flows completed", f"{stats.num(f['completed'])} of {stats.num(f['total'])}"),
-        ("goodput (Gb/s: bytes of completed flows / span of the run)", stats.num(t["goodput_gbps"])),
+        ("goodput (Gb/s: bytes every flow delivered / span of the run)",
+         stats.num(t["goodput_gbps"])),
         ("drops, all", stats.num(t["drops"])),
         ("drops, tail (buffer full)", stats.num(t["drops_tail"])),
         ("drops, PFC headroom overrun", stats.num(t["drops_headroom"])),
@@ -27,7 +28,9 @@ def headline_rows(s):
         ("PFC paused time (sum over paused links)", stats.duration(t["paused_ns"])),
         ("retransmitted packets", stats.num(t["retransmitted_packets"])),
         ("retransmission timeouts", stats.num(t["timeouts"])),
-    ]
+    ] + ([("adaptive RTO go-backs (of them spurious)",
+           f"{stats.num(t['adaptive_retrans'])} ({stats.num(t['adaptive_retrans_spurious'])})")]
+         if "adaptive_retrans" in t and "adaptive_retrans_spurious" in t else [])
 
 
 def _cfg_value(v):
@@ -188,12 +191,17 @@ def section_hosts(page, run):
         page.no_data("hosts.csv is absent or has no rows")
         return
     rows = _capped(page, rows, "hosts")
+    # The adaptive RTO's go-backs when the run has the columns (newer uroce sim).
+    adaptive = all("adaptive_retrans" in r and "adaptive_retrans_spurious" in r for r in rows)
     page.table(["host", "tx pkts", "rx pkts", "tx", "rx", "retx", "timeouts", "CNPs sent",
-                "CNPs rcvd", "CE rcvd", "pauses rcvd", "paused"],
+                "CNPs rcvd", "CE rcvd", "pauses rcvd", "paused"]
+               + (["early RTO", "spurious"] if adaptive else []),
                [(r["host"], str(r["tx_packets"]), str(r["rx_packets"]), stats.size(r["tx_bytes"]),
                  stats.size(r["rx_bytes"]), str(r["retransmitted_packets"]), str(r["timeouts"]),
                  str(r["cnps_sent"]), str(r["cnps_received"]), str(r["ecn_ce_received"]),
                  str(r["pause_frames_received"]), stats.duration(r["paused_ns"]))
+                + ((str(r["adaptive_retrans"]), str(r["adaptive_retrans_spurious"]))
+                   if adaptive else ())
                 for r in rows], text_cols=(0,))
 
 

@@ -13,13 +13,60 @@ namespace {
 uint32_t host_of_gid(const std::array<uint8_t, 16>& a) {
   return ((uint32_t{a[13]} << 16) | (uint32_t{a[14]} << 8) | a[15]) - 1;
 }
+
+constexpr uint32_t kPsnMask = 0xFFFFFF;
+// BTH opcodes (RC) and AETH syndromes the requester-side delivery count reads.
+constexpr uint8_t kOpReadRespFirst = 0x0D, kOpReadRespOnly = 0x10, kOpAck = 0x11;
 }  // namespace
+
+// What the data receiver has taken in order, seen at the requester (flows.csv's goodput of a
+// flow still running at the end): an ACK acknowledges every PSN up to its own (a NAK: up to
+// the one before), a READ response counts when it is the next PSN (go-back-N discards the
+// others; selective repeat's placed ones are counted once the hole fills). Read from the
+// packet's BTH and AETH before the engine sees it; a corrupted packet is not counted (the
+// engine drops it).
+void Simulator::count_delivery(uint32_t h, const SimPacket& p) {
+  if (p.corrupted || p.len < 16) return;
+  const uint8_t op = p.data[0];
+  if (op != kOpAck && (op < kOpReadRespFirst || op > kOpReadRespOnly)) return;
+  const Host& H = hosts_[h];
+  const uint32_t qpn = (uint32_t{p.data[5]} << 16) | (uint32_t{p.data[6]} << 8) | p.data[7];
+  const uint32_t k = qpn - H.engine->config().qpn_base;
+  if (k >= H.flow_of_qp.size() || H.flow_of_qp[k] == UINT32_MAX) return;
+  FlowState& f = flows_[H.flow_of_qp[k]];
+  if (f.req_host != h || f.req_qpn != qpn) return;
+  const uint32_t psn = (uint32_t{p.data[9]} << 16) | (uint32_t{p.data[10]} << 8) | p.data[11];
+  uint32_t through = psn;  // the last PSN received in order
+  if (op == kOpAck) {
+    if ((p.data[12] >> 5) != 0) through = (psn - 1) & kPsnMask;  // RNR NAK, NAK
+  } else if (psn != f.next_psn) {
+    return;
+  }
+  const uint32_t ahead = (through + 1 - f.next_psn) & kPsnMask;
+  if (ahead == 0 || ahead >= (1u << 23)) return;  // old or duplicate
+  f.acked_packets += ahead;
+  f.next_psn = (through + 1) & kPsnMask;
+}
+
+uint64_t Simulator::delivered_bytes(const FlowState& f) const {
+  if (f.completed) return f.spec.bytes;
+  // Messages are message_bytes each (the last of a finite flow may be shorter), each in
+  // ceil(message_bytes / MTU) packets.
+  const uint64_t msg = f.spec.message_bytes;
+  const uint64_t mtu = transport::mtu_bytes(sc_.transport.mtu);
+  const uint64_t per_msg = (msg + mtu - 1) / mtu;
+  const uint64_t whole = f.acked_packets / per_msg;
+  uint64_t bytes = whole * msg + std::min(f.acked_packets % per_msg * mtu, msg);
+  if (f.spec.bytes != 0) bytes = std::min(bytes, f.spec.bytes);
+  return std::max(bytes, f.done);
+}
 
 void Simulator::host_arrive(uint32_t h, uint32_t pkt) {
   Host& H = hosts_[h];
   SimPacket& p = pool_[pkt];
   ++H.stats.rx_packets;
   H.stats.rx_bytes += p.wire_bytes;
+  count_delivery(h, p);
   H.engine->on_packet(now_, p.meta, std::span<const uint8_t>(p.data, p.len));
   pool_.release(pkt);
   host_serviced(h);
@@ -78,6 +125,7 @@ void Simulator::host_try_tx(uint32_t h) {
     p.src_host = h;
     p.dst_host = host_of_gid(p.meta.ip.dst);
     p.priority = static_cast<uint8_t>(p.meta.tos >> 5);
+    p.corrupted = false;
     if (((H.paused_mask >> p.priority) & 1u) != 0) {
       H.held[p.priority].push(pkt);
       ++H.held_count;
@@ -118,7 +166,6 @@ void Simulator::host_pfc(uint32_t h, uint8_t priority, bool pause) {
     if (H.paused_mask == 0) H.paused_since[0] = now_;
     H.paused_mask |= bits;
     H.stats.paused_mask = H.paused_mask;
-    ++H.stats.pause_frames_received;
   } else {
     if ((H.paused_mask & bits) == 0) return;
     H.paused_mask &= static_cast<uint8_t>(~bits);
@@ -141,9 +188,9 @@ void Simulator::post_more(FlowState& f) {
   using namespace transport;
   Host& req = hosts_[f.req_host];
   Host& resp = hosts_[f.resp_host];
-  const uint64_t msg = sc_.message_bytes;
+  const uint64_t msg = f.spec.message_bytes;
   const uint64_t span = sc_.host_buffer_bytes - msg;
-  while (!f.failed && f.outstanding < sc_.transport.window &&
+  while (!f.failed && f.outstanding < f.spec.window &&
          (f.spec.bytes == 0 || f.posted < f.spec.bytes)) {
     const auto len =
         static_cast<uint32_t>(f.spec.bytes == 0 ? msg : std::min(msg, f.spec.bytes - f.posted));
@@ -207,7 +254,7 @@ void Simulator::poll_completions(uint32_t h) {
         flow_failed(f);
         continue;
       }
-      const uint64_t msg = sc_.message_bytes;
+      const uint64_t msg = f.spec.message_bytes;
       f.done += f.spec.bytes == 0 ? msg : std::min(msg, f.spec.bytes - f.done);
       if (f.spec.bytes != 0 && f.done == f.spec.bytes) {
         f.completed = true;

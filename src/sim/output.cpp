@@ -8,6 +8,9 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "sim/json_text.hpp"
+#include "sim/scenario_echo.hpp"
+
 namespace uroce::sim {
 
 namespace {
@@ -16,65 +19,13 @@ std::string g(double v) {
   return fmt::format("{:.6g}", v);
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string_view op_name(FlowOp op) {
-  switch (op) {
-    case FlowOp::kWrite:
-      return "write";
-    case FlowOp::kSend:
-      return "send";
-    case FlowOp::kRead:
-      return "read";
-  }
-  return "?";
-}
-
-std::string_view topology_name(TopologyKind k) {
-  switch (k) {
-    case TopologyKind::kBackToBack:
-      return "back_to_back";
-    case TopologyKind::kStar:
-      return "star";
-    case TopologyKind::kDumbbell:
-      return "dumbbell";
-    case TopologyKind::kLeafSpine:
-      return "leaf_spine";
-  }
-  return "?";
-}
-
 constexpr std::array<uint64_t, 4> kBucketEdges = {10 * 1024, 100 * 1024, 1024 * 1024,
                                                   10 * 1024 * 1024};
 
 struct Totals {
   uint64_t drops_tail = 0, drops_headroom = 0, drops_link = 0, ecn_marks = 0, cnps = 0;
-  uint64_t pause_frames = 0, paused_ns = 0, retransmitted = 0, timeouts = 0;
+  uint64_t pause_frames = 0, pause_events = 0, xon_frames = 0, paused_ns = 0;
+  uint64_t retransmitted = 0, timeouts = 0, adaptive_retrans = 0, adaptive_spurious = 0;
 };
 
 uint64_t flow_retransmits(const Simulator& sim, const FlowState& f) {
@@ -103,13 +54,15 @@ OutputFiles render_outputs(const Simulator& sim) {
       "flow_id,src,dst,op,bytes,priority,start_ns,end_ns,fct_ns,ideal_fct_ns,slowdown,goodput_gbps,"
       "retransmitted_packets,completed\n";
   uint64_t completed = 0;
-  uint64_t completed_bytes = 0;
+  uint64_t delivered_bytes = 0;
   uint64_t first_start = UINT64_MAX;
   std::array<std::vector<double>, kBucketEdges.size() + 1> slow;
   std::array<std::vector<double>, kBucketEdges.size() + 1> fct;
   for (const FlowState& f : sim.flows()) {
     const FlowSpec& s = f.spec;
     first_start = std::min(first_start, s.start_ns);
+    const uint64_t delivered = f.started ? sim.delivered_bytes(f) : 0;
+    delivered_bytes += delivered;
     std::string tail;
     if (f.completed) {
       const auto fct_ns = static_cast<uint64_t>((f.end - f.start).count());
@@ -119,13 +72,17 @@ OutputFiles render_outputs(const Simulator& sim) {
           fct_ns != 0 ? static_cast<double>(s.bytes) * 8.0 / static_cast<double>(fct_ns) : 0;
       tail = fmt::format("{},{},{},{},{}", f.end.count(), fct_ns, f.ideal_ns, g(sd), g(gp));
       ++completed;
-      completed_bytes += s.bytes;
       size_t b = 0;
       while (b < kBucketEdges.size() && s.bytes > kBucketEdges[b]) ++b;
       slow[b].push_back(sd);
       fct[b].push_back(static_cast<double>(fct_ns));
     } else {
-      tail = fmt::format(",,{},,", f.ideal_ns);
+      // Still running (or failed) at the end: goodput over its active interval so far, the
+      // bytes delivered in order by the end of the run (docs/simulator.md "Output files").
+      const int64_t active = f.started ? (now - f.start).count() : 0;
+      const std::string gp =
+          active > 0 ? g(static_cast<double>(delivered) * 8.0 / static_cast<double>(active)) : "";
+      tail = fmt::format(",,{},,{}", f.ideal_ns, gp);
     }
     out.flows_csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.id, topo.node(s.src).name,
                                  topo.node(s.dst).name, op_name(s.op), s.bytes, s.priority,
@@ -137,7 +94,7 @@ OutputFiles render_outputs(const Simulator& sim) {
   // ports.csv and queues.csv
   out.ports_csv =
       "switch,port,peer,priority,enqueued,dequeued_bytes,dropped_tail,dropped_headroom,ecn_marked,"
-      "max_depth_bytes,pause_frames_sent,paused_ns\n";
+      "max_depth_bytes,pause_frames_sent,paused_ns,pause_events,xon_frames_sent\n";
   std::vector<std::vector<uint8_t>> used(sim.switch_count());
   for (uint32_t s = 0; s < sim.switch_count(); ++s) {
     const SwitchNode& m = sim.switch_node(s);
@@ -146,20 +103,25 @@ OutputFiles render_outputs(const Simulator& sim) {
     for (uint32_t p = 0; p < m.ports(); ++p) {
       for (uint32_t pr = 0; pr < m.priorities(); ++pr) {
         const EgressStats e = m.stats(p, static_cast<uint8_t>(pr), now);
+        // PFC frames sent upstream from this port's ingress side, refreshes included.
+        const PfcTxStats& pf = sim.pfc_tx_stats(topo.hosts() + s, p, static_cast<uint8_t>(pr));
         used[s][p * kPriorities + pr] = e.max_depth_bytes > 0 ? 1 : 0;
         // Priority 0 always; another priority when anything happened in it.
         if (pr != 0 && e.enqueued == 0 && e.dropped_tail == 0 && e.dropped_headroom == 0 &&
-            e.pause_frames_sent == 0 && e.paused_ns == 0) {
+            pf.pause_frames == 0 && e.paused_ns == 0) {
           continue;
         }
-        out.ports_csv += fmt::format(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n", node.name, p,
-            topo.node(node.ports[p].peer).name, pr, e.enqueued, e.dequeued_bytes, e.dropped_tail,
-            e.dropped_headroom, e.ecn_marked, e.max_depth_bytes, e.pause_frames_sent, e.paused_ns);
+        out.ports_csv +=
+            fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", node.name, p,
+                        topo.node(node.ports[p].peer).name, pr, e.enqueued, e.dequeued_bytes,
+                        e.dropped_tail, e.dropped_headroom, e.ecn_marked, e.max_depth_bytes,
+                        pf.pause_frames, e.paused_ns, pf.pause_events, pf.xon_frames);
         t.drops_tail += e.dropped_tail;
         t.drops_headroom += e.dropped_headroom;
         t.ecn_marks += e.ecn_marked;
-        t.pause_frames += e.pause_frames_sent;
+        t.pause_frames += pf.pause_frames;
+        t.pause_events += pf.pause_events;
+        t.xon_frames += pf.xon_frames;
         t.paused_ns += e.paused_ns;
       }
     }
@@ -175,7 +137,8 @@ OutputFiles render_outputs(const Simulator& sim) {
   // hosts.csv
   out.hosts_csv =
       "host,tx_packets,rx_packets,tx_bytes,rx_bytes,retransmitted_packets,timeouts,cnps_sent,"
-      "cnps_received,ecn_ce_received,pause_frames_received,paused_ns\n";
+      "cnps_received,ecn_ce_received,pause_frames_received,paused_ns,adaptive_retrans,"
+      "adaptive_retrans_spurious\n";
   for (uint32_t h = 0; h < topo.hosts(); ++h) {
     const HostStats& hs = sim.host_stats(h);
     const transport::Counters& c = sim.host_counters(h);
@@ -184,15 +147,28 @@ OutputFiles render_outputs(const Simulator& sim) {
     // go-backs show in retransmitted_packets (docs/simulator.md, "Output files").
     const uint64_t timeouts = c.get(Counter::kLocalAckTimeoutErr);
     const uint64_t cnps = c.get(Counter::kNpCnpSent);
-    out.hosts_csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.node(h).name, hs.tx_packets, hs.rx_packets,
-        hs.tx_bytes, hs.rx_bytes, retrans, timeouts, cnps,
-        c.get(Counter::kRpCnpHandled) + c.get(Counter::kRpCnpIgnored),
-        c.get(Counter::kNpEcnMarkedRocePackets), hs.pause_frames_received, hs.paused_ns);
+    // The adaptive RTO's early go-backs (roce_adp_retrans), and those the ACK of a PSN not yet
+    // resent showed were spurious (adp_retrans_spurious): deep or paused queues, not loss.
+    const uint64_t adp = c.get(Counter::kRoceAdpRetrans);
+    const uint64_t spurious = c.get(Counter::kAdpRetransSpurious);
+    out.hosts_csv +=
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.node(h).name, hs.tx_packets,
+                    hs.rx_packets, hs.tx_bytes, hs.rx_bytes, retrans, timeouts, cnps,
+                    c.get(Counter::kRpCnpHandled) + c.get(Counter::kRpCnpIgnored),
+                    c.get(Counter::kNpEcnMarkedRocePackets), hs.pause_frames_received, hs.paused_ns,
+                    adp, spurious);
     t.retransmitted += retrans;
     t.timeouts += timeouts;
+    t.adaptive_retrans += adp;
+    t.adaptive_spurious += spurious;
     t.cnps += cnps;
-    t.pause_frames += hs.storm_pause_frames;
+    // A stuck receiver's PFC frames (storms).
+    for (uint8_t pr = 0; pr < kPriorities; ++pr) {
+      const PfcTxStats& pf = sim.pfc_tx_stats(h, 0, pr);
+      t.pause_frames += pf.pause_frames;
+      t.pause_events += pf.pause_events;
+      t.xon_frames += pf.xon_frames;
+    }
     t.paused_ns += hs.paused_ns;
   }
 
@@ -224,8 +200,10 @@ OutputFiles render_outputs(const Simulator& sim) {
   const uint64_t end_ns = static_cast<uint64_t>(now.count());
   const uint64_t span =
       first_start != UINT64_MAX && end_ns > first_start ? end_ns - first_start : 0;
+  // Every flow's bytes delivered by the end (a completed flow's all, a running one's so far)
+  // over the span from the first flow's start to the end of the run.
   const double goodput =
-      span != 0 ? static_cast<double>(completed_bytes) * 8.0 / static_cast<double>(span) : 0;
+      span != 0 ? static_cast<double>(delivered_bytes) * 8.0 / static_cast<double>(span) : 0;
   const uint64_t drops = t.drops_tail + t.drops_headroom + t.drops_link;
   out.summary_json = fmt::format(
       "{{\n  \"scenario\": {},\n  \"description\": {},\n  \"seed\": {},\n  \"sim_time_ns\": {},\n"
@@ -233,21 +211,26 @@ OutputFiles render_outputs(const Simulator& sim) {
       "  \"config\": {{ \"topology\": \"{}\", \"hosts\": {}, \"switches\": {}, \"link_gbps\": {}, "
       "\"buffer_mode\": \"{}\", \"cc\": \"{}\", \"recovery\": \"{}\", \"ecn\": {}, \"pfc\": {} "
       "}},\n"
+      "  \"input\": {},\n"
       "  \"flows\": {{ \"total\": {}, \"completed\": {} }},\n"
       "  \"fct_buckets\": [\n{}{}  ],\n"
       "  \"totals\": {{\n    \"goodput_gbps\": {},\n"
       "    \"drops\": {}, \"drops_tail\": {}, \"drops_headroom\": {}, \"drops_link\": {},\n"
       "    \"ecn_marks\": {}, \"cnps\": {}, \"pause_frames\": {}, \"paused_ns\": {},\n"
-      "    \"retransmitted_packets\": {}, \"timeouts\": {}\n  }}\n}}\n",
+      "    \"pause_events\": {}, \"xon_frames\": {},\n"
+      "    \"retransmitted_packets\": {}, \"timeouts\": {},\n"
+      "    \"adaptive_retrans\": {}, \"adaptive_retrans_spurious\": {}\n  }}\n}}\n",
       json_string(sc.name), json_string(sc.description), sc.seed, end_ns, sim.events(),
       sim.packet_hops(), topology_name(sc.topology.kind), topo.hosts(), topo.switches(),
       g(static_cast<double>(sc.topology.link_bps) / 1e9), lossless ? "lossless" : "lossy",
       sc.transport.cc == transport::CcAlgorithm::kDcqcn ? "dcqcn" : "none",
       sc.transport.recovery == transport::Recovery::kSelectiveRepeat ? "sr" : "gbn",
       has_switch && sc.sw.queues.red.enabled ? "true" : "false",
-      has_switch && lossless ? "true" : "false", sim.flows().size(), completed, buckets,
-      buckets.empty() ? "" : "\n", g(goodput), drops, t.drops_tail, t.drops_headroom, t.drops_link,
-      t.ecn_marks, t.cnps, t.pause_frames, t.paused_ns, t.retransmitted, t.timeouts);
+      has_switch && lossless ? "true" : "false", scenario_echo_json(sc, 2), sim.flows().size(),
+      completed, buckets, buckets.empty() ? "" : "\n", g(goodput), drops, t.drops_tail,
+      t.drops_headroom, t.drops_link, t.ecn_marks, t.cnps, t.pause_frames, t.paused_ns,
+      t.pause_events, t.xon_frames, t.retransmitted, t.timeouts, t.adaptive_retrans,
+      t.adaptive_spurious);
   return out;
 }
 

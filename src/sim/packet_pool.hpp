@@ -25,6 +25,7 @@ struct SimPacket {
   uint32_t dst_host = 0;
   uint32_t channel = 0;     // the link direction it is on (conservation counters)
   uint8_t priority = 0;     // 802.1p class: DSCP >> 3 (the engine writes DSCP << 2 | ECN)
+  bool corrupted = false;   // a link flipped a bit: the receiver's ICRC check drops it
   uint8_t* data = nullptr;  // kPacketBufBytes
 };
 

@@ -35,6 +35,12 @@ struct SwitchSpec {
   uint8_t lossless_priorities = 0xFF;
   bool strict = false;                 // scheduler: strict priority instead of DWRR
   std::vector<uint32_t> dwrr_weights;  // per priority, empty = all 1
+  // 802.1Qbb PFC frames (switches' and storms'): a PAUSE holds its class for pause_quanta
+  // quanta of 512 bit times at the link's rate; a sender still above XON sends the PAUSE
+  // again every pause_refresh_quanta (< pause_quanta, so the upstream never resumes on its
+  // own while the port is congested); XON is a PAUSE with time 0.
+  uint32_t pause_quanta = 0xFFFF;
+  uint32_t pause_refresh_quanta = 0xFFFF / 2;
 };
 
 struct TransportSpec {
@@ -61,8 +67,11 @@ struct WorkloadSpec {
   std::string dst;                   // flow; incast: the receiver
   std::vector<std::string> senders;  // incast: empty = every other host
   std::string cdf;                   // cdf: file path as resolved
+  std::string cdf_name;              // cdf: as the scenario wrote it (summary.json's echo)
   double load = 0.5;                 // cdf: offered load per host link, 0..1
   uint32_t flows = 100;              // cdf: number of flows
+  uint64_t message_bytes = 0;        // WR size of these flows (default: the top level's)
+  uint32_t window = 0;               // WRs each flow keeps outstanding (default: transport's)
   uint32_t line = 0;                 // the TOML line of this workload (error messages)
 };
 
@@ -71,6 +80,9 @@ struct StormSpec {  // a stuck receiver: the host pauses its switch port (PFC st
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;  // 0: never resumes
   uint8_t priority = 0;
+  // true: PAUSE refreshed as a switch does (pause_refresh_quanta); false: one PAUSE at the
+  // start, so the upstream resumes when its pause time runs out.
+  bool refresh = true;
 };
 
 struct Scenario {

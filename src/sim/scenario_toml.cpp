@@ -173,9 +173,7 @@ void read_topology(Section& s, TopologySpec& t) {
   t.fabric_bps = s.gbps("fabric_gbps", t.link_bps);
   t.delay_ns = s.integer("delay_ns", t.delay_ns, 0, 1'000'000'000);
   if (t.kind == TopologyKind::kBackToBack) t.hosts = 2;
-  s.finish(
-      "kind, hosts, hosts_per_side, hosts_per_leaf, leaves, spines, link_gbps, fabric_gbps, "
-      "delay_ns");
+  s.finish(kTopologyKeys);
 }
 
 void read_switch(Section& s, SwitchSpec& w) {
@@ -207,10 +205,19 @@ void read_switch(Section& s, SwitchSpec& w) {
   w.strict = s.choice("scheduler", 1, {"strict", "dwrr"}) == 0;
   for (uint64_t v : s.integers("dwrr_weights", 1, 1000))
     w.dwrr_weights.push_back(static_cast<uint32_t>(v));
-  s.finish(
-      "buffer_mode, buffer_bytes, port_buffer_bytes, threshold, alpha, queue_packets, ecn, "
-      "kmin_bytes, kmax_bytes, pmax, mark_at, xoff_bytes, xon_bytes, headroom_bytes, "
-      "lossless_priorities, scheduler, dwrr_weights");
+  // 802.1Qbb: the pause time is a 16-bit count of quanta; the refresh must come before the
+  // pause runs out, or the upstream resumes into a queue still above XON.
+  w.pause_quanta = static_cast<uint32_t>(s.integer("pause_quanta", 0xFFFF, 2, 0xFFFF));
+  const toml::node* refresh = s.node("pause_refresh_quanta");
+  w.pause_refresh_quanta =
+      static_cast<uint32_t>(s.integer("pause_refresh_quanta", w.pause_quanta / 2, 1, 0xFFFE));
+  if (w.pause_refresh_quanta >= w.pause_quanta) {
+    s.fail(refresh, "pause_refresh_quanta",
+           fmt::format("must be below pause_quanta ({}) so the pause is refreshed before it "
+                       "expires (got {})",
+                       w.pause_quanta, w.pause_refresh_quanta));
+  }
+  s.finish(kSwitchKeys);
 }
 
 void read_transport(Section& s, TransportSpec& t) {
@@ -235,7 +242,7 @@ void read_transport(Section& s, TransportSpec& t) {
         transport::parse_dcqcn_params("dcqcn", d->value<std::string>().value(), t.dcqcn);
     if (!err.empty()) s.fail(d, "dcqcn", err);
   }
-  s.finish("cc, recovery, adaptive_retrans, min_rto_us, timeout, retry_cnt, mtu, window, dcqcn");
+  s.finish(kTransportKeys);
 }
 
 std::string resolve_cdf(const std::string& scenario_path, const std::string& name) {
@@ -248,7 +255,7 @@ std::string resolve_cdf(const std::string& scenario_path, const std::string& nam
   return p.is_absolute() ? p.string() : (dir / p).string();
 }
 
-void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
+void read_workload(Section& s, WorkloadSpec& w, const std::string& path, uint64_t buffer) {
   w.line = s.line();
   w.kind = static_cast<WorkloadKind>(
       s.choice("kind", 0, {"flow", "incast", "permutation", "all_to_all", "cdf"}));
@@ -262,9 +269,15 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   w.dst = s.string("dst", "");
   w.senders = s.strings("senders");
   const std::string cdf = s.string("cdf", "");
-  if (!cdf.empty()) w.cdf = resolve_cdf(path, cdf);
+  if (!cdf.empty()) {
+    w.cdf = resolve_cdf(path, cdf);
+    w.cdf_name = cdf;
+  }
   w.load = s.number("load", 0.5, 0.001, 1.0);
   w.flows = static_cast<uint32_t>(s.integer("flows", 100, 1, 100000));
+  // The top level's message_bytes and [transport]'s window unless this workload says.
+  w.message_bytes = s.integer("message_bytes", w.message_bytes, 1, buffer / 2);
+  w.window = static_cast<uint32_t>(s.integer("window", w.window, 1, 128));
   if (w.kind == WorkloadKind::kFlow && (w.src.empty() || w.dst.empty())) {
     s.fail(nullptr, w.src.empty() ? "src" : "dst",
            "kind = \"flow\" needs src and dst (e.g. src = \"h1\")");
@@ -272,9 +285,7 @@ void read_workload(Section& s, WorkloadSpec& w, const std::string& path) {
   if (w.kind == WorkloadKind::kCdf && w.cdf.empty()) {
     s.fail(nullptr, "cdf", "kind = \"cdf\" needs cdf = \"websearch\" or a file path");
   }
-  s.finish(
-      "kind, op, bytes, priority, start_us, start_jitter_us, count, src, dst, senders, cdf, load, "
-      "flows");
+  s.finish(kWorkloadKeys);
 }
 
 template <typename F>
@@ -335,7 +346,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
                "topology.delay_ns, queues are [switch])");
       }
     }
-    s.finish("impair");
+    s.finish(kLinkKeys);
   }
   if (const toml::table* t = subtable(top, "switch")) {
     Section s(*t, "switch.", file);
@@ -348,7 +359,9 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
   each_table(top, "workload", file, [&](Section& s) {
     WorkloadSpec w;
     w.bytes = sc.message_bytes;
-    read_workload(s, w, path);
+    w.message_bytes = sc.message_bytes;
+    w.window = sc.transport.window;
+    read_workload(s, w, path, sc.host_buffer_bytes);
     sc.workloads.push_back(std::move(w));
   });
   each_table(top, "storm", file, [&](Section& s) {
@@ -358,12 +371,11 @@ Scenario parse_scenario(std::string_view text, const std::string& path) {
     st.start_ns = s.micros("start_us", 0, 0, 1e9);
     st.end_ns = s.micros("end_us", 0, 0, 1e9);
     st.priority = static_cast<uint8_t>(s.integer("priority", 0, 0, 7));
-    s.finish("host, start_us, end_us, priority");
+    st.refresh = s.boolean("refresh", true);
+    s.finish(kStormKeys);
     sc.storms.push_back(st);
   });
-  top.finish(
-      "name, description, seed, duration_us, sample_us, message_bytes, host_buffer_bytes, "
-      "[topology], [link], [switch], [transport], [[workload]], [[storm]]");
+  top.finish(kTopKeys);
   if (sc.workloads.empty()) {
     throw ScenarioError(
         fmt::format("{}:1: workload: a scenario needs at least one [[workload]]", file));

@@ -33,6 +33,7 @@ void Simulator::link_send(uint32_t node, uint32_t port, uint32_t pkt, TimePoint 
     if (v.corrupt &&
         fault::corrupt_packet(p.meta.ip, std::span<uint8_t>(p.data, p.len), v.corrupt_bit)) {
       ++ch.corrupted;
+      p.corrupted = true;
     }
     if (v.ce) p.meta.tos |= 3u;
   }
@@ -66,19 +67,19 @@ void Simulator::dispatch(const Event& e) {
     case kSwitchTx:
       switch_tx(e.a, static_cast<uint32_t>(e.b));
       break;
-    case kPfc: {
-      const auto port = static_cast<uint32_t>(e.b & 0xFFFFFFFFu);
-      const auto prio = static_cast<uint8_t>((e.b >> 32) & 0xFF);
-      const bool pause = ((e.b >> 40) & 1u) != 0;
-      if (topo_.node(e.a).host) {
-        host_pfc(e.a, prio, pause);
-      } else {
-        const auto s = static_cast<uint32_t>(switch_of_node_[e.a]);
-        switches_[s].model->set_downstream_paused(port, prio, pause, now_);
-        if (!pause) switch_kick(s, port);
-      }
+    case kPfc:
+      pfc_frame_arrived(e.a, static_cast<uint32_t>(e.b & 0xFFFFFFFFu),
+                        static_cast<uint8_t>((e.b >> 32) & 0xFF),
+                        static_cast<uint32_t>((e.b >> 40) & 0xFFFF));
       break;
-    }
+    case kPfcRefresh:
+      pfc_refresh(e.a, static_cast<uint32_t>(e.b & 0xFFFFFFFFu),
+                  static_cast<uint8_t>((e.b >> 32) & 0xFF), e.at);
+      break;
+    case kPfcExpire:
+      pfc_expired(e.a, static_cast<uint32_t>(e.b & 0xFFFFFFFFu),
+                  static_cast<uint8_t>((e.b >> 32) & 0xFF), e.at);
+      break;
     case kSample:
       sample();
       if (now_ + Nanos(static_cast<int64_t>(sc_.sample_ns)) <=
@@ -100,8 +101,11 @@ void Simulator::dispatch(const Event& e) {
 void Simulator::storm(uint32_t i, bool start) {
   const StormSpec& s = sc_.storms[i];
   const auto h = static_cast<uint32_t>(topo_.host_by_name(s.host));
-  if (start) ++hosts_[h].stats.storm_pause_frames;
-  send_pfc(h, 0, s.priority, start);
+  if (start) {
+    pfc_pause(h, 0, s.priority, s.refresh);
+  } else {
+    pfc_resume(h, 0, s.priority);
+  }
 }
 
 void Simulator::sample() {

@@ -44,11 +44,10 @@ struct HostStats {
   uint64_t rx_packets = 0;
   uint64_t tx_bytes = 0;  // wire bytes
   uint64_t rx_bytes = 0;
-  uint64_t pause_frames_received = 0;
+  uint64_t pause_frames_received = 0;  // PFC PAUSE frames (pause time > 0), refreshes included
   uint64_t paused_ns = 0;
-  uint64_t storm_pause_frames = 0;  // pauses this host sent as a stuck receiver
-  uint8_t paused_mask = 0;          // priorities paused now
-  uint32_t held = 0;                // packets the NIC holds now for paused priorities
+  uint8_t paused_mask = 0;  // priorities paused now
+  uint32_t held = 0;        // packets the NIC holds now for paused priorities
 };
 
 struct FlowState {
@@ -68,6 +67,19 @@ struct FlowState {
   bool failed = false;
   uint64_t ideal_ns = 0;
   uint64_t goodput_mark = 0;  // data-receiving QP's bytes at the last sample
+  // Packets the data receiver has acknowledged in order (WRITE, SEND: the ACKs' PSNs at the
+  // requester; READ: in-order responses), for the goodput of a flow still running at the end.
+  uint32_t next_psn = 0;  // the first PSN not yet acknowledged (24 bits)
+  uint64_t acked_packets = 0;
+};
+
+// 802.1Qbb PFC frames one (node, port) sent, per class: every PAUSE (pause time > 0, the
+// first and each refresh) and every XON (pause time 0), and how often the port decided to
+// pause (a queue crossing XOFF, a storm starting).
+struct PfcTxStats {
+  uint64_t pause_frames = 0;
+  uint64_t xon_frames = 0;
+  uint64_t pause_events = 0;
 };
 
 // Periodic samples (every sample_ns).
@@ -117,6 +129,13 @@ class Simulator {
   // Packets now in the fabric: on links, in switch queues, held by NICs.
   [[nodiscard]] uint64_t packets_in_flight() const { return pool_.in_use(); }
   [[nodiscard]] uint64_t link_in_flight() const { return on_links_; }
+  // PFC frames sent from `port` of `node` for class `cls`.
+  [[nodiscard]] const PfcTxStats& pfc_tx_stats(uint32_t node, uint32_t port, uint8_t cls) const {
+    return pfc_tx_[pfc_index(node, port, cls)].stats;
+  }
+  // Completed bytes of the flow plus those the receiver acknowledged of its open WRs: the
+  // payload delivered in order by now (flows.csv's goodput of a flow still running).
+  [[nodiscard]] uint64_t delivered_bytes(const FlowState& f) const;
 
  private:
   enum Kind : uint32_t {
@@ -124,10 +143,24 @@ class Simulator {
     kHostTxDone,  // a = host
     kHostTimer,   // a = host
     kSwitchTx,    // a = switch, b = egress port
-    kPfc,         // a = node, b = port | priority << 32 | pause << 40
+    kPfc,         // a PFC frame arrives: a = node, b = port | class << 32 | quanta << 40
     kSample,
-    kFlowStart,  // a = flow
-    kStorm,      // a = storm, b = 1 start, 0 end
+    kFlowStart,   // a = flow
+    kStorm,       // a = storm, b = 1 start, 0 end
+    kPfcRefresh,  // a = sending node, b = port | class << 32: a PAUSE due again
+    kPfcExpire,   // a = receiving node, b = port | class << 32: its pause time runs out
+  };
+
+  // One (node, port, class) as a PFC sender: pausing while its queue is above XON (or a
+  // storm lasts), with the next refresh due at refresh_at.
+  struct PfcTx {
+    bool pausing = false;
+    TimePoint refresh_at = kNever;
+    PfcTxStats stats;
+  };
+  // One (node, port, class) as a PFC receiver: held until `expires` (kNever: not paused).
+  struct PfcRx {
+    TimePoint expires = kNever;
   };
 
   // Packets a NIC holds for paused priorities. The engine has one transmit path for all its
@@ -191,6 +224,7 @@ class Simulator {
 
   // hosts (host_driver.cpp)
   void host_arrive(uint32_t h, uint32_t pkt);
+  void count_delivery(uint32_t h, const SimPacket& p);
   void host_serviced(uint32_t h);  // after any engine call: completions, TX, timer
   void host_try_tx(uint32_t h);
   void host_send(uint32_t h, uint32_t pkt);
@@ -205,7 +239,20 @@ class Simulator {
   void switch_arrive(uint32_t s, uint32_t in_port, uint32_t pkt);
   void switch_kick(uint32_t s, uint32_t port);
   void switch_tx(uint32_t s, uint32_t port);
-  void send_pfc(uint32_t node, uint32_t port, uint8_t priority, bool pause);
+  // PFC (switch_driver.cpp): start or stop pausing (node, port, class); each sends a frame.
+  void pfc_pause(uint32_t node, uint32_t port, uint8_t cls, bool refresh = true);
+  void pfc_resume(uint32_t node, uint32_t port, uint8_t cls);
+  void send_pfc_frame(uint32_t node, uint32_t port, uint8_t cls, uint32_t quanta);
+  void pfc_refresh(uint32_t node, uint32_t port, uint8_t cls, TimePoint at);
+  void pfc_frame_arrived(uint32_t node, uint32_t port, uint8_t cls, uint32_t quanta);
+  void pfc_expired(uint32_t node, uint32_t port, uint8_t cls, TimePoint at);
+  void set_paused(uint32_t node, uint32_t port, uint8_t cls, bool pause);
+  // (node, port, class) -> index into pfc_tx_ / pfc_rx_: the port's outgoing channel names it.
+  [[nodiscard]] uint32_t pfc_index(uint32_t node, uint32_t port, uint8_t cls) const {
+    return topo_.node(node).ports[port].channel * kPriorities + cls;
+  }
+  // `quanta` of 512 bit times at the rate of (node, port)'s link, in nanoseconds.
+  [[nodiscard]] Nanos quanta_time(uint32_t node, uint32_t port, uint32_t quanta) const;
   [[nodiscard]] uint32_t ecmp(uint32_t s, const SimPacket& p) const;
 
   // links and the loop (simulator.cpp)
@@ -225,6 +272,9 @@ class Simulator {
   std::vector<int32_t> switch_of_node_;
   std::vector<ChannelStats> channels_;
   std::vector<std::unique_ptr<fault::ImpairModel>> impair_;  // per channel, empty = none
+  std::vector<PfcTx> pfc_tx_;                                // per channel x class (pfc_index)
+  std::vector<PfcRx> pfc_rx_;
+
   std::vector<FlowState> flows_;
   std::vector<QueueSample> queue_samples_;
   std::vector<FlowSample> rate_samples_;

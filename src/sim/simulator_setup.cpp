@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/ideal_fct.hpp"
 #include "sim/rng.hpp"
 #include "sim/scenario_toml.hpp"
 #include "sim/simulator.hpp"
@@ -54,6 +55,8 @@ Simulator::Simulator(const Scenario& sc, const std::string& file)
   for (size_t i = 0; i < specs.size(); ++i) flows_[i].spec = specs[i];
   channels_.resize(topo_.channels());
   impair_.resize(topo_.channels());
+  pfc_tx_.resize(size_t{topo_.channels()} * kPriorities);
+  pfc_rx_.resize(size_t{topo_.channels()} * kPriorities);
   if (sc_.impair.active()) {
     for (uint32_t c = 0; c < topo_.channels(); ++c) {
       const uint64_t seed = sc_.impair.seed.value_or(sc_.seed);
@@ -71,9 +74,12 @@ Simulator::~Simulator() = default;
 void Simulator::build_hosts() {
   const uint32_t n = topo_.hosts();
   std::vector<uint32_t> qps(n, 0);
+  std::vector<uint32_t> wrs(n, 0);  // WRs outstanding at once, over the host's QPs
   for (const FlowState& f : flows_) {
     ++qps[f.spec.src];
     ++qps[f.spec.dst];
+    wrs[f.spec.src] += f.spec.window;
+    wrs[f.spec.dst] += f.spec.window;
   }
   hosts_.resize(n);
   for (uint32_t h = 0; h < n; ++h) {
@@ -91,8 +97,7 @@ void Simulator::build_hosts() {
     H.engine = std::make_unique<transport::Engine>(cfg);
     transport::Engine& e = *H.engine;
     H.pd = value(e.alloc_pd(), "alloc_pd");
-    const uint32_t cqe =
-        std::min<uint32_t>(65536, std::max<uint32_t>(1024, qps[h] * sc_.transport.window * 2 + 64));
+    const uint32_t cqe = std::min<uint32_t>(65536, std::max<uint32_t>(1024, wrs[h] * 2 + 64));
     H.scq = value(e.create_cq(cqe), "create_cq");
     H.rcq = value(e.create_cq(cqe), "create_cq");
     H.buf.assign(sc_.host_buffer_bytes, 0);
@@ -168,7 +173,7 @@ void Simulator::build_flows() {
   for (FlowState& f : flows_) {
     f.req_host = f.spec.src;
     f.resp_host = f.spec.dst;
-    const uint32_t w = sc_.transport.window;
+    const uint32_t w = f.spec.window;
     QpInitAttr init;
     init.qp_type = QpType::kRc;
     init.cap = {w * 2, w * 2, 1, 1, 0};
@@ -185,6 +190,7 @@ void Simulator::build_flows() {
     const uint32_t psn_a = 0x100 + f.spec.id * 7;
     const uint32_t psn_b = 0x800 + f.spec.id * 13;
     connect_qp(f.req_host, f.req_qpn, f.resp_host, f.resp_qpn, tc, psn_b, psn_a);
+    f.next_psn = psn_a;  // the requester's first request PSN
     connect_qp(f.resp_host, f.resp_qpn, f.req_host, f.req_qpn, tc, psn_a, psn_b);
     // Requests and ACKs ride the flow's priority; the host the data reaches also sends CNPs
     // (DSCP cnp_dscp, priority cnp_dscp >> 3) when it runs DCQCN.
@@ -201,26 +207,11 @@ void Simulator::build_flows() {
       if (m.size() <= k) m.resize(k + 1, UINT32_MAX);
       m[k] = f.spec.id;
     }
-    // Ideal FCT: the flow's packets as a train through the path's links, store and forward:
-    // every packet at the slowest link, plus one full packet's time at each other link, plus
-    // propagation both ways and an ACK's serialisation at every link on the way back.
-    const PathInfo p = topo_.path(f.spec.src, f.spec.dst);
+    // Ideal FCT (ideal_fct.hpp): alone on the idle path, with the flow's own messages and
+    // window.
     if (f.spec.bytes != 0) {
-      const uint64_t pkts = (f.spec.bytes + mtu - 1) / mtu;
-      const uint64_t wire = f.spec.bytes + pkts * (12 + 4 + kWireOverheadBytes);
-      const auto ser = [](uint64_t bytes, uint64_t bps) { return bytes * 8'000'000'000ull / bps; };
-      const uint64_t full = std::min<uint64_t>(f.spec.bytes, mtu) + 16 + kWireOverheadBytes;
-      const uint64_t ack = 12 + 4 + 4 + kWireOverheadBytes;
-      f.ideal_ns = ser(wire, p.min_bps) + 2 * p.delay_ns;
-      bool bottleneck_counted = false;
-      for (const uint64_t bps : p.link_bps) {
-        f.ideal_ns += ser(ack, bps);
-        if (bps == p.min_bps && !bottleneck_counted) {
-          bottleneck_counted = true;  // its share is the train itself
-        } else {
-          f.ideal_ns += ser(full, bps);
-        }
-      }
+      f.ideal_ns = ideal_fct_ns(topo_.path(f.spec.src, f.spec.dst),
+                                {f.spec.bytes, f.spec.message_bytes, f.spec.window, mtu});
       ++finite_flows_;
     }
   }

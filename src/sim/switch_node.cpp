@@ -100,8 +100,7 @@ EgressStats SwitchNode::stats(uint32_t egress, uint8_t priority, TimePoint now) 
   s.max_depth_bytes = c.max_depth_bytes;
   s.depth_bytes = c.depth_bytes;
   s.paused_ns = q_->egress_paused_ns(egress, priority, now);
-  // PFC frames this switch sent upstream from this port's ingress side: one per pause.
-  s.pause_frames_sent = q_->ingress(egress, priority, now).pause_events;
+  s.pause_events = q_->ingress(egress, priority, now).pause_events;
   return s;
 }
 

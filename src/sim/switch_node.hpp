@@ -45,8 +45,10 @@ struct EgressStats {
   uint64_t ecn_marked = 0;
   uint64_t max_depth_bytes = 0;
   uint64_t depth_bytes = 0;
-  uint64_t paused_ns = 0;          // this egress held by the downstream peer's PFC
-  uint64_t pause_frames_sent = 0;  // PFC pauses sent upstream from this port's ingress side
+  uint64_t paused_ns = 0;  // this egress held by the downstream peer's PFC
+  // Times this port's ingress side crossed XOFF (the fabric model's pause decisions); the PFC
+  // frames that follow are counted by the simulator (Simulator::pfc_tx_stats).
+  uint64_t pause_events = 0;
 };
 
 class SwitchNode {

@@ -40,6 +40,8 @@ std::vector<FlowSpec> expand_workloads(const Scenario& sc, const Topology& topo,
     f.bytes = bytes;
     f.priority = w.priority;
     f.start_ns = start;
+    f.message_bytes = w.message_bytes;
+    f.window = w.window;
     flows.push_back(f);
   };
   for (size_t wi = 0; wi < sc.workloads.size(); ++wi) {

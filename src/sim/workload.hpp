@@ -21,6 +21,8 @@ struct FlowSpec {
   uint64_t bytes = 0;  // 0: long-lived
   uint8_t priority = 0;
   uint64_t start_ns = 0;
+  uint64_t message_bytes = 1 << 20;  // WR size
+  uint32_t window = 8;               // WRs outstanding
 };
 
 // Throws ScenarioError (scenario_toml.hpp) for host names the topology lacks or a bad CDF.

@@ -208,7 +208,7 @@ TEST_F(SimReport, FixtureReportHasEveryPartAndRendersInChromium) {
   // The headline table, from summary.json's totals.
   for (const char* row :
        {"<td class=\"t\">flows completed</td><td>10 of 11</td>",
-        "<td class=\"t\">goodput (Gb/s: bytes of completed flows / span of the run)</td>"
+        "<td class=\"t\">goodput (Gb/s: bytes every flow delivered / span of the run)</td>"
         "<td>47.66</td>",
         "<td class=\"t\">drops, all</td><td>0</td>",
         "<td class=\"t\">ECN marks (CE set by switches)</td><td>120</td>",
@@ -423,6 +423,14 @@ TEST_F(SimReport, LiveSimRunRenders) {
       html.find("<td class=\"t\">ECN marks (CE set by switches)</td><td>" +
                 std::to_string(summary.at("totals").at("ecn_marks").get<int64_t>()) + "</td>"),
       std::string::npos);
+  // The adaptive RTO's columns (hosts.csv's last two) reach the headline and the host table.
+  const auto& totals = summary.at("totals");
+  EXPECT_NE(
+      html.find("<td class=\"t\">adaptive RTO go-backs (of them spurious)</td><td>" +
+                std::to_string(totals.at("adaptive_retrans").get<int64_t>()) + " (" +
+                std::to_string(totals.at("adaptive_retrans_spurious").get<int64_t>()) + ")</td>"),
+      std::string::npos);
+  EXPECT_NE(html.find("<th>early RTO</th><th>spurious</th></tr>"), std::string::npos);
   expect_renders(out / "report.html", 5);
   expect_screenshot_has_plots(out / "report.html");
 

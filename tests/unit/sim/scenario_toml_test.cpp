@@ -149,5 +149,44 @@ TEST(ScenarioToml, SyntaxErrorsGiveTheLine) {
   EXPECT_EQ(e.substr(0, 11), "bad.toml:2:");
 }
 
+TEST(ScenarioToml, PauseQuantaAreCheckedWithKeyAndLine) {
+  const std::string head = "[switch]\nbuffer_mode = \"lossless\"\n";
+  const std::string tail = "[[workload]]\nkind = \"flow\"\nsrc = \"h0\"\ndst = \"h1\"\n";
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 0\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 0)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 65536\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 65536)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = 400\npause_refresh_quanta = 400\n" + tail),
+            "bad.toml:4: switch.pause_refresh_quanta: must be below pause_quanta (400) so the "
+            "pause is refreshed before it expires (got 400)");
+  EXPECT_EQ(test::scenario_error(head + "pause_refresh_quanta = 0\n" + tail),
+            "bad.toml:3: switch.pause_refresh_quanta: must be an integer from 1 to 65534 (got 0)");
+  EXPECT_EQ(test::scenario_error(head + "pause_quanta = \"fast\"\n" + tail),
+            "bad.toml:3: switch.pause_quanta: must be an integer from 2 to 65535 (got 'fast')");
+  const Scenario sc = parse_scenario(head + "pause_quanta = 3000\n" + tail, "/x/ok.toml");
+  EXPECT_EQ(sc.sw.pause_quanta, 3000u);
+  EXPECT_EQ(sc.sw.pause_refresh_quanta, 1500u);  // default: half the pause time
+  EXPECT_EQ(test::scenario_error("[[storm]]\nhost = \"h0\"\nrefresh = 1\n" + tail),
+            "bad.toml:3: storm[0].refresh: must be true or false (got 1)");
+}
+
+TEST(ScenarioToml, WorkloadWindowAndMessageSizeDefaultAndAreChecked) {
+  const std::string flow = "[[workload]]\nkind = \"flow\"\nsrc = \"h0\"\ndst = \"h1\"\n";
+  const Scenario sc = parse_scenario("message_bytes = 8192\n[transport]\nwindow = 3\n" + flow +
+                                         flow + "window = 1\n" + "message_bytes = 4\n",
+                                     "/x/ok.toml");
+  ASSERT_EQ(sc.workloads.size(), 2u);
+  EXPECT_EQ(sc.workloads[0].message_bytes, 8192u);
+  EXPECT_EQ(sc.workloads[0].window, 3u);
+  EXPECT_EQ(sc.workloads[1].message_bytes, 4u);
+  EXPECT_EQ(sc.workloads[1].window, 1u);
+  EXPECT_EQ(test::scenario_error(flow + "window = 0\n"),
+            "bad.toml:5: workload[0].window: must be an integer from 1 to 128 (got 0)");
+  // At most half of host_buffer_bytes (4 MiB by default), as the top-level key.
+  EXPECT_EQ(test::scenario_error(flow + "message_bytes = 4194304\n"),
+            "bad.toml:5: workload[0].message_bytes: must be an integer from 1 to 2097152 (got "
+            "4194304)");
+}
+
 }  // namespace
 }  // namespace uroce::sim

@@ -29,6 +29,13 @@ TEST(ShippedScenarios, ParseAndAreListedWithTheirCommand) {
         << file;
   }
   EXPECT_GE(n, 20);
+  // And every scenario the README lists exists (a removed one leaves no row behind).
+  const std::string cmd = "`build/bin/uroce sim scenarios/";
+  for (size_t at = readme.find(cmd); at != std::string::npos; at = readme.find(cmd, at + 1)) {
+    const size_t start = at + cmd.size();
+    const std::string file = readme.substr(start, readme.find('`', start) - start);
+    EXPECT_TRUE(std::filesystem::exists(dir / file)) << "README lists " << file;
+  }
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ Totals switch_totals(const Simulator& sim) {
         t.tail += e.dropped_tail;
         t.headroom += e.dropped_headroom;
         t.marks += e.ecn_marked;
-        t.pauses += e.pause_frames_sent;
+        t.pauses += e.pause_events;
       }
     }
   }
@@ -158,7 +158,89 @@ end_us = 300
   EXPECT_GE(sim->host_stats(1).pause_frames_received, 1u);  // spread back to h1
   EXPECT_GT(sim->host_stats(1).paused_ns, 150'000u);
   EXPECT_EQ(switch_totals(*sim).tail + switch_totals(*sim).headroom, 0u);
-  EXPECT_EQ(sim->host_stats(0).storm_pause_frames, 1u);
+  // 802.1Qbb frames from h0: a PAUSE of 0xFFFF quanta (335.54 us at 100 Gb/s) at 100 us, its
+  // refresh after 0x7FFF quanta (167.768 us) at 267.768 us, the XON at 300 us.
+  const PfcTxStats& st = sim->pfc_tx_stats(0, 0, 0);
+  EXPECT_EQ(st.pause_frames, 2u);
+  EXPECT_EQ(st.xon_frames, 1u);
+  EXPECT_EQ(st.pause_events, 1u);
+  // sw0's frames to h1 (port 1): at least one per pause decision, each received one delay
+  // later (one may still be on the wire at the end).
+  const PfcTxStats& up = sim->pfc_tx_stats(sim->topology().hosts(), 1, 0);
+  EXPECT_GE(up.pause_frames, sw.stats(1, 0, sim->now()).pause_events);
+  EXPECT_LE(sim->host_stats(1).pause_frames_received, up.pause_frames);
+  EXPECT_GE(sim->host_stats(1).pause_frames_received + 1, up.pause_frames);
+}
+
+std::string storm_scenario(const std::string& storm_keys, const std::string& switch_keys) {
+  return R"(
+duration_us = 400
+[topology]
+kind = "star"
+hosts = 3
+delay_ns = 1000
+[switch]
+buffer_mode = "lossless"
+buffer_bytes = 4000000
+xoff_bytes = 65536
+xon_bytes = 32768
+headroom_bytes = 65536
+)" + switch_keys +
+         R"(
+[[workload]]
+kind = "flow"
+src = "h1"
+dst = "h0"
+bytes = 0
+[[storm]]
+host = "h0"
+start_us = 100
+)" + storm_keys +
+         "\n";
+}
+
+TEST(SimFabric, PauseWithoutRefreshHoldsForItsQuantaOnly) {
+  // One PAUSE of 10000 quanta at 100 Gb/s: 10000 x 512 bit / 100 Gb/s = 51.2 us, then the
+  // switch's egress resumes by itself (no XON: the storm has no end).
+  auto sim = run_scenario(storm_scenario("refresh = false", "pause_quanta = 10000"));
+  EXPECT_EQ(sim->switch_node(0).stats(0, 0, sim->now()).paused_ns, 51'200u);
+  const PfcTxStats& st = sim->pfc_tx_stats(0, 0, 0);
+  EXPECT_EQ(st.pause_frames, 1u);
+  EXPECT_EQ(st.xon_frames, 0u);
+}
+
+TEST(SimFabric, RefreshedPauseHoldsUntilTheStormEnds) {
+  // Refreshed every 4000 quanta (20.48 us) with 10000-quanta pauses: held from 101 us to the
+  // end of the run (a storm without end), 299 us; frames at 100 + 20.48 k us, k = 0..14.
+  auto sim = run_scenario(storm_scenario("", "pause_quanta = 10000\npause_refresh_quanta = 4000"));
+  EXPECT_EQ(sim->switch_node(0).stats(0, 0, sim->now()).paused_ns, 299'000u);
+  EXPECT_EQ(sim->pfc_tx_stats(0, 0, 0).pause_frames, 15u);
+  EXPECT_EQ(sim->pfc_tx_stats(0, 0, 0).xon_frames, 0u);
+}
+
+TEST(SimFabric, ShortPauseQuantaStillNeverDropUnderIncast) {
+  // Pauses of 100 quanta (512 ns) refreshed every 50 (256 ns): the refresh keeps the
+  // senders held while the port is above XON, so lossless stays lossless.
+  auto sim = run_scenario(incast(R"(buffer_mode = "lossless"
+buffer_bytes = 4000000
+xoff_bytes = 131072
+xon_bytes = 65536
+headroom_bytes = 65536
+pause_quanta = 100
+pause_refresh_quanta = 50)"));
+  const Totals t = switch_totals(*sim);
+  EXPECT_EQ(t.tail + t.headroom, 0u);
+  EXPECT_GT(t.pauses, 8u);
+  uint64_t frames = 0;
+  uint64_t xon = 0;
+  for (uint32_t p = 0; p < 9; ++p) {
+    frames += sim->pfc_tx_stats(sim->topology().hosts(), p, 0).pause_frames;
+    xon += sim->pfc_tx_stats(sim->topology().hosts(), p, 0).xon_frames;
+  }
+  EXPECT_GT(frames, t.pauses);  // refreshes
+  EXPECT_LE(xon, t.pauses);
+  EXPECT_GE(xon + 8, t.pauses);  // every pause but those still on at the end resumed
+  for (const FlowState& f : sim->flows()) EXPECT_TRUE(f.completed);
 }
 
 // h1..h4 send to h0 (4:1, so each sender's class-0 ingress is paused about 3/4 of the time);
