@@ -249,17 +249,16 @@ void install_cq_ex_ops(ibv_cq_ex& cq) {
 
 extern "C" {
 
-// Blocks until an event comes or a signal interrupts (EINTR), like a read of rdma-core's
-// blocking channel fd. The device's eventfd is always O_NONBLOCK, so whether the application
-// set that flag cannot be told; programs that want non-blocking poll() channel->fd first,
-// which works unchanged.
+// Like a read of the kernel's uverbs channel fd: on a blocking fd waits until an event comes
+// or a signal interrupts (EINTR); on an fd the application made O_NONBLOCK, -1 with errno
+// EAGAIN when no event is queued (app_fd.cpp).
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) return fail_minus1(EINVAL);
   UContext* uctx = ctx_of(channel->context);
   const device::ChannelId id = channel_of(channel)->id;
   auto r = uctx->dev->get_cq_event(id, Nanos(0));
   while (!r && r.status().code() == EAGAIN) {
-    if (int rc = wait_readable(channel->fd); rc != 0) return fail_minus1(rc);
+    if (int rc = wait_app_fd(channel->fd); rc != 0) return fail_minus1(rc);
     r = uctx->dev->get_cq_event(id, Nanos(0));
   }
   if (!r) return fail_minus1(r.status().code());

@@ -136,7 +136,12 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ibv_context& c = v.context;
   c.device = device;
   c.cmd_fd = -1;
-  c.async_fd = uctx->dev->async_fd();
+  c.async_fd = make_app_fd(uctx->dev->async_fd());
+  if (c.async_fd < 0) {
+    const int err = -c.async_fd;
+    delete uctx;
+    return fail_null<ibv_context>(err);
+  }
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -148,6 +153,7 @@ int ibv_close_device(ibv_context* context) {
   if (context == nullptr) return fail_int(EINVAL);
   UContext* uctx = ctx_of(context);
   pthread_mutex_destroy(&context->mutex);
+  close_app_fd(context->async_fd);
   delete uctx;  // stops the progress thread, closes the sockets
   return 0;
 }

@@ -8,15 +8,16 @@ using namespace uroce::ibverbs;
 
 extern "C" {
 
-// Blocks until an event comes (see ibv_get_cq_event on non-blocking fds). An event whose
-// object was destroyed meanwhile is skipped.
+// Blocks until an event comes, or -1 with EAGAIN when the application made async_fd
+// O_NONBLOCK and none is queued (as ibv_get_cq_event). An event whose object was destroyed
+// meanwhile is skipped.
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   if (context == nullptr || event == nullptr) return fail_minus1(EINVAL);
   UContext* uctx = ctx_of(context);
   for (;;) {
     auto r = uctx->dev->get_async_event(Nanos(0));
     if (!r && r.status().code() == EAGAIN) {
-      if (int rc = wait_readable(context->async_fd); rc != 0) return fail_minus1(rc);
+      if (int rc = wait_app_fd(context->async_fd); rc != 0) return fail_minus1(rc);
       continue;
     }
     if (!r) return fail_minus1(r.status().code());

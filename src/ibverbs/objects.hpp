@@ -140,6 +140,14 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 // Returns 0 when readable, else an errno value.
 int wait_readable(int fd);
 
+// The application's event fds (app_fd.cpp): an epoll fd over a device queue's eventfd, so
+// that O_NONBLOCK set by the application is its own. make_app_fd returns the fd or -errno.
+int make_app_fd(int queue_fd);
+void close_app_fd(int fd);
+// After a get-event found nothing: EAGAIN if the application made `fd` non-blocking, else
+// waits until readable (0, or EINTR when a signal came).
+int wait_app_fd(int fd);
+
 // Converts one engine completion to ibverbs' layout (imm_data back to network order).
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out);
 

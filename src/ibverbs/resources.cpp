@@ -240,7 +240,13 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   }
   ch->id = *r;
   ch->ch.context = context;
-  ch->ch.fd = dev.channel_fd(*r);
+  ch->ch.fd = make_app_fd(dev.channel_fd(*r));
+  if (ch->ch.fd < 0) {
+    const int err = -ch->ch.fd;
+    (void)dev.destroy_comp_channel(*r);
+    delete ch;
+    return fail_null<ibv_comp_channel>(err);
+  }
   ch->ch.refcnt = 0;
   return &ch->ch;
 }
@@ -249,6 +255,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel == nullptr) return fail_int(EINVAL);
   transport::Status st = dev_of(channel->context).destroy_comp_channel(channel_of(channel)->id);
   if (!st) return fail_int(st.code());
+  close_app_fd(channel->fd);
   delete channel_of(channel);
   return 0;
 }
