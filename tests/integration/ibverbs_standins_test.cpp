@@ -48,6 +48,21 @@ TEST(IbverbsStandins, EfaExportsEverySymbolAndVersionOfDebians) {
   expect_same_abi("libefa.so.1");
 }
 
+// The checked-in lists (the fallback when ibverbs-providers is not installed) are what the
+// installed libraries say: regenerate them with the command in docs/ibverbs.md if not.
+TEST(IbverbsStandins, CheckedInSymbolListsMatchTheInstalledLibraries) {
+  for (const std::string name : {"mlx5", "efa"}) {
+    const std::string real = "/usr/lib/x86_64-linux-gnu/lib" + name + ".so.1";
+    if (access(real.c_str(), R_OK) != 0) GTEST_SKIP() << real << " not installed";
+    const std::string dir = std::string(UROCE_SOURCE_DIR) + "/src/ibverbs/standins/";
+    const auto [status, diff] =
+        uroce::test::run_shell("/usr/bin/python3 " + dir + "gen_standin.py --lib " + real +
+                               " --dump | diff " + dir + "lib" + name + ".symbols - 2>&1");
+    EXPECT_EQ(status, 0) << diff;
+    EXPECT_EQ(diff, "");
+  }
+}
+
 TEST(IbverbsStandins, ALinkedProgramGetsNotSupported) {
   ToolEnv env;
   Process p({std::string(UROCE_BINARY_DIR) + "/bin/uroce_ibverbs_standins_prog"}, env);
