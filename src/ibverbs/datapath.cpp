@@ -218,6 +218,12 @@ void wc_to_ibv(const transport::Wc& in, ibv_wc& out) {
   out.pkey_index = in.pkey_index;
   out.slid = in.slid;
   out.sl = in.sl;
+  // A UD receive's sl as mlx5 reports it on RoCE: the CQE's packet type, bit 3 for "has a
+  // UDP header" (RoCE v2) and bits 2-0 the L3 header, 1 IPv6 or 2 IPv4 (docs/ibverbs.md). UCX
+  // reads (sl & 7) == 2 as IPv4 to find the destination address in the GRH area; rxe's 0
+  // made it drop every datagram.
+  if (in.network == transport::WcNetwork::kIpv4) out.sl = 0xA;
+  if (in.network == transport::WcNetwork::kIpv6) out.sl = 0x9;
   out.dlid_path_bits = in.dlid_path_bits;
 }
 

@@ -91,6 +91,7 @@ void ud_receive(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) {
   }
   wc.byte_len = static_cast<uint32_t>(total);
   wc.wc_flags = kWcGrh;
+  wc.network = e.rx_meta->ip.ipv6 ? WcNetwork::kIpv6 : WcNetwork::kIpv4;
   if ((pkt.info->flags & wire::kImm) != 0) {
     wc.wc_flags |= kWcWithImm;
     wc.imm_data = pkt.hdr.immdt;

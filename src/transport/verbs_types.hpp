@@ -395,6 +395,8 @@ struct MrInfo {
 
 // ibv_wc, field for field (imm_data in host order; invalidated_rkey is its own field rather
 // than a union with imm_data so both can be read without looking at wc_flags).
+enum class WcNetwork : uint8_t { kNone, kIpv4, kIpv6 };
+
 struct Wc {
   uint64_t wr_id = 0;
   WcStatus status = WcStatus::kSuccess;
@@ -410,6 +412,9 @@ struct Wc {
   uint16_t slid = 0;
   uint8_t sl = 0;
   uint8_t dlid_path_bits = 0;
+  // UD receives: the IP version the datagram came over (the kernel's ib_wc.network_hdr_type,
+  // which RoCE consumers need to read the GRH area); kNone for everything else.
+  WcNetwork network = WcNetwork::kNone;
 };
 
 // An event for the device: `element` is the QPN, the CQ id or the SRQ id, as `type` says.

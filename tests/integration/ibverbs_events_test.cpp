@@ -2,8 +2,8 @@
 // against build/lib/libibverbs.so.1 (ibverbs_events_prog.c): O_NONBLOCK set by the
 // application gives EAGAIN when nothing is queued, as the kernel's uverbs fds do (UCX relies
 // on it); poll() on the fd wakes on a completion; a blocking fd waits. Also the UD receive
-// completion and the GRH area exactly (docs/ibverbs.md). `sl 0` is rxe's value; mlx5 puts
-// the RoCE packet type there (docs/ibverbs.md, "UD receive completions"), not done yet.
+// completion and the GRH area exactly (docs/ibverbs.md). `sl` is the RoCE packet type as
+// mlx5 reports it (docs/ibverbs.md, "UD receive completions"): 0xA over IPv4, 0x9 over IPv6.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,12 +43,12 @@ TEST(IbverbsEvents, NonBlockingChannelAndAsyncFdThenUdReceiveOverIpv4) {
             "nonblocking ibv_get_cq_event: -1 EAGAIN\n"
             "nonblocking ibv_get_async_event: -1 EAGAIN\n"
             "round 0 ibv_get_cq_event: 0 cq ok context 0x1234\n"
-            "recv wr_id 100 status 0 byte_len 104 wc_flags 0x1 sl 0 src_qp self\n" +
+            "recv wr_id 100 status 0 byte_len 104 wc_flags 0x1 sl 10 src_qp self\n" +
                 grh +
                 "payload equal\n"
                 "blocking ibv_get_cq_event waited for the completion: yes\n"
                 "round 1 ibv_get_cq_event: 0 cq ok context 0x1234\n"
-                "recv wr_id 101 status 0 byte_len 104 wc_flags 0x1 sl 0 src_qp self\n" +
+                "recv wr_id 101 status 0 byte_len 104 wc_flags 0x1 sl 10 src_qp self\n" +
                 grh +
                 "payload equal\n"
                 "drained ibv_get_cq_event: -1 EAGAIN\n"
@@ -67,12 +67,12 @@ TEST(IbverbsEvents, UdReceiveOverIpv6) {
             "nonblocking ibv_get_cq_event: -1 EAGAIN\n"
             "nonblocking ibv_get_async_event: -1 EAGAIN\n"
             "round 0 ibv_get_cq_event: 0 cq ok context 0x1234\n"
-            "recv wr_id 100 status 0 byte_len 104 wc_flags 0x1 sl 0 src_qp self\n" +
+            "recv wr_id 100 status 0 byte_len 104 wc_flags 0x1 sl 9 src_qp self\n" +
                 grh +
                 "payload equal\n"
                 "blocking ibv_get_cq_event waited for the completion: yes\n"
                 "round 1 ibv_get_cq_event: 0 cq ok context 0x1234\n"
-                "recv wr_id 101 status 0 byte_len 104 wc_flags 0x1 sl 0 src_qp self\n" +
+                "recv wr_id 101 status 0 byte_len 104 wc_flags 0x1 sl 9 src_qp self\n" +
                 grh +
                 "payload equal\n"
                 "drained ibv_get_cq_event: -1 EAGAIN\n"
