@@ -114,8 +114,8 @@ TEST(AdaptiveRto, AQueueRampingFrom1To40MsCausesNoSpuriousGoBack) {
 // The same ramp, and the last packet of the last WRITE is lost: nothing comes after it, so no
 // NAK; the adaptive timer goes back from the oldest unacknowledged PSN (that WRITE's first)
 // once, without using up retry_cnt, at the last ACK (the other WRITE of its window, 40 ms
-// after the loss) + the RTO (B + max(4 RTTVAR, B - min RTT), at least 200 us, with B = 40 ms
-// and a min RTT of a few us: 80 ms), so within 3 x 40 ms (+ 1 ms) of the lost packet's send,
+// after the loss) + the RTO (B + max(200 us, 4 RTTVAR, B - min RTT) with B = 40 ms and a min
+// RTT of a few us: 80 ms), so within 3 x 40 ms (+ 1 ms) of the lost packet's send,
 // not after the configured 268 ms.
 TEST(AdaptiveRto, ALostTailOnTheDeepQueueIsResentWithinTheRtoBound) {
   constexpr int kWrites = 48;
