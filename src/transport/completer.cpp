@@ -15,8 +15,9 @@
 // Retry counters return to their configured values on every positive response (rxe).
 //
 // Timers (docs/congestion.md "Loss recovery"): with adaptive retransmission (the default) the
-// retransmit timer fires at the RTO measured from the RTT (RFC 6298, floored at
-// RecoveryConfig::min_rto, doubled per consecutive expiry) when that is sooner than the
+// retransmit timer fires at the RTO (RttEstimator::rto: from the RTT sampled on every ACK of
+// an AckReq packet sent once, doubled per consecutive expiry) after the later of the last
+// progress and the send of the oldest AckReq packet awaited, when that is sooner than the
 // configured 4.096 us x 2^timeout: such an early go-back-N counts roce_adp_retrans and does
 // not use up retry_cnt. Only the configured timeout, measured from the last progress (or the
 // last counted retry) exactly as before, counts local_ack_timeout_err and a retry, so
@@ -41,7 +42,7 @@ void Completer::reset(Psn psn, uint8_t retry_cnt, uint8_t rnr_retry) {
   reset_retry_counters(retry_cnt, rnr_retry);
   nak_retry_running_ = false;
   rtt_.reset_backoff();
-  timing_ = false;
+  forget_awaited();
   adp_rewound_ = false;
   adp_gap_ready_ = false;
   timer_rewind_ = false;
@@ -60,15 +61,28 @@ void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_pe
   }
   TimePoint deadline = period_end_;
   const RecoveryConfig& rc = e.config().recovery;
-  if (rc.adaptive) deadline = std::min(deadline, now + rtt_.rto(rc.min_rto, configured));
+  if (rc.adaptive) {
+    if (const std::optional<TimePoint> from = adaptive_anchor(now)) {
+      deadline = std::min(deadline, std::max(now, *from + rtt_.rto(rc.min_rto, configured)));
+    }
+  }
   e.arm_timer(qp, TimerKind::kRetransmit, deadline);
 }
 
-void Completer::time_packet(TimePoint now, Psn psn) {
-  if (timing_) return;
-  timing_ = true;
-  timed_psn_ = psn;
-  timed_at_ = now;
+std::optional<TimePoint> Completer::adaptive_anchor(TimePoint now) const {
+  if (untracked_) return now;
+  if (awaited_count_ == 0) return std::nullopt;
+  return std::max(progress_at_, awaited_[0].sent_at);
+}
+
+bool Completer::on_ackreq_sent(TimePoint now, Psn psn, bool timed) {
+  if (awaited_count_ == kAwaitedAcks) {
+    if (!untracked_ || untracked_until_.before(psn + 1)) untracked_until_ = psn + 1;
+    untracked_ = true;
+    return false;
+  }
+  awaited_[awaited_count_++] = AwaitedAck{psn, now, timed};
+  return awaited_count_ == 1 && !untracked_;
 }
 
 void Completer::reset_retry_counters(uint8_t retry_cnt, uint8_t rnr_retry) {
@@ -86,9 +100,23 @@ void Completer::advance(EngineImpl& e, Qp& qp, TimePoint now, Psn psn) {
     adp_gap_ready_ = true;
     adp_gap_ = now - progress_at_;
   }
-  if (timing_ && psn_.after(timed_psn_)) {
-    rtt_.sample(now - timed_at_);
-    timing_ = false;
+  // Every AckReq packet now covered is answered; the newest of them sent once (Karn's rule)
+  // gives the sample: its ACK is the one that came (older ones' ACKs were lost or merged).
+  const AwaitedAck* sample = nullptr;
+  uint8_t kept = 0;
+  for (uint8_t i = 0; i < awaited_count_; ++i) {
+    if (awaited_[i].psn.before(psn_)) {
+      if (awaited_[i].timed) sample = &awaited_[i];
+    } else {
+      awaited_[kept++] = awaited_[i];
+    }
+  }
+  if (sample != nullptr) rtt_.sample(now - sample->sent_at);
+  awaited_count_ = kept;
+  if (psn_ == qp.req.high_psn()) {
+    forget_awaited();  // nothing in flight
+  } else if (untracked_ && !psn_.before(untracked_until_)) {
+    untracked_ = false;  // what the go-back forgot is acknowledged: awaited_ is complete again
   }
   rtt_.reset_backoff();
   if (psn_.after(qp.req.psn())) qp.req.fast_forward(qp, psn_);
@@ -122,7 +150,7 @@ void Completer::start_retry(EngineImpl& e, Qp& qp, TimePoint /*now*/, bool from_
   if (retry_left_ != 7) --retry_left_;  // rxe: 7 means retry forever
   e.count(qp, Counter::kCompleterRetryErr);
   nak_retry_running_ = from_nak;
-  timing_ = false;
+  forget_awaited_for_rewind(qp.req.high_psn());
   adp_rewound_ = false;  // a counted retry: duplicates after it say nothing of the RTO
   adp_gap_ready_ = false;
   // A NAK names what the peer lacks (the packets after it were dropped), so resends after it
@@ -145,7 +173,7 @@ void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
     adp_rewound_ = true;
     adp_gap_ready_ = false;
     timer_rewind_ = true;
-    timing_ = false;
+    forget_awaited_for_rewind(qp.req.high_psn());
     rtt_.backoff();
     arm_retransmit(e, qp, now, false);
     qp.req.rewind(qp, psn_);
@@ -164,6 +192,7 @@ void Completer::on_rnr_timer(EngineImpl& e, Qp& qp, TimePoint /*now*/) {
   if (!qp.req.rnr_wait()) return;
   qp.req.set_rnr_wait(false);
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  forget_awaited_for_rewind(qp.req.high_psn());
   qp.req.rewind(qp, psn_);
   e.schedule_tx(qp);
 }
@@ -206,6 +235,8 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     adp_gap_ready_ = false;
     e.count(qp, Counter::kAdpRetransSpurious);
     rtt_.raise_to(now - progress_at_);
+    // The originals in flight past the resends were forgotten at the go-back.
+    forget_awaited_for_rewind(qp.req.high_psn());
     qp.req.fast_forward(qp, qp.req.high_psn());
   }
   const uint16_t flags = pkt.info->flags;

@@ -112,12 +112,16 @@ class Completer {
   // of the configured-timeout period, whichever is first; `new_period` restarts that period
   // (first packet sent from idle, progress).
   void arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period);
-  // The requester sent `psn` with AckReq: time it unless one is timed already.
-  void time_packet(TimePoint now, Psn psn);
-  // Karn's rule: resending a PSN at or before the timed one makes the cumulative ACK that
-  // would end the sample ambiguous (it may wait for the resend): drop the sample.
+  // The requester sent `psn` with AckReq (its ACK is what the adaptive timer waits for);
+  // `timed`: its ACK may be an RTT sample (Karn's rule). Returns true when it is the only
+  // AckReq packet awaited: the adaptive deadline then starts from it (re-arm the timer).
+  bool on_ackreq_sent(TimePoint now, Psn psn, bool timed);
+  // Karn's rule: resending a PSN at or before a timed one makes the cumulative ACK that would
+  // end that sample ambiguous (it may wait for the resend): drop those samples.
   void on_resend(Psn psn) {
-    if (timing_ && !timed_psn_.before(psn)) timing_ = false;
+    for (uint8_t i = 0; i < awaited_count_; ++i) {
+      if (!awaited_[i].psn.before(psn)) awaited_[i].timed = false;
+    }
   }
   [[nodiscard]] const RttEstimator& rtt() const { return rtt_; }
   // The last go-back was started by a timer, not a NAK: its resends are not timed (Karn's
@@ -151,9 +155,37 @@ class Completer {
   bool timer_rewind_ = false;
   Nanos adp_gap_{0};
   RttEstimator rtt_;
-  bool timing_ = false;
-  Psn timed_psn_;
-  TimePoint timed_at_{};
+  // AckReq packets sent and not yet acknowledged, in send order (docs/congestion.md "Loss
+  // recovery"): every ACK that covers one sent once is an RTT sample, and the adaptive RTO
+  // runs from the send of the oldest one, not from the last progress, so a message end that
+  // a pacer or a full window sends long after the last ACK is not "late" before it left.
+  // Fixed size; an AckReq packet that finds it full is not recorded (untracked_).
+  struct AwaitedAck {
+    Psn psn;
+    TimePoint sent_at{};
+    bool timed = false;
+  };
+  static constexpr uint8_t kAwaitedAcks = 8;
+  std::array<AwaitedAck, kAwaitedAcks> awaited_{};
+  uint8_t awaited_count_ = 0;
+  // PSNs in flight whose AckReq packets are not in awaited_ (it was full, or a go-back
+  // forgot them): then the adaptive RTO runs from when it is armed, as it always did, until
+  // the cumulative ACK reaches untracked_until_ (after a go-back: everything then in flight
+  // is acknowledged; in recovery the timer behaves as before).
+  bool untracked_ = false;
+  Psn untracked_until_;
+  void forget_awaited() {
+    awaited_count_ = 0;
+    untracked_ = false;
+  }
+  void forget_awaited_for_rewind(Psn high) {
+    awaited_count_ = 0;
+    untracked_ = true;
+    untracked_until_ = high;
+  }
+  // When the adaptive RTO starts: the last progress, or the send of the oldest awaited AckReq
+  // packet if later; nullopt when nothing asked for an ACK yet (only the configured timeout).
+  [[nodiscard]] std::optional<TimePoint> adaptive_anchor(TimePoint now) const;
 };
 
 // A READ, atomic, FLUSH or ATOMIC WRITE the responder executed, kept for duplicates (IBA

@@ -41,17 +41,30 @@ struct RecoveryConfig {
 [[nodiscard]] std::string_view recovery_name(Recovery r);
 
 // RFC 6298 round-trip estimator with Karn's rule left to the caller (only packets sent once
-// are timed). rto() = SRTT + max(granularity, 4 RTTVAR), clamped to [floor, cap], doubled per
-// consecutive expiry (backoff), and `cap` while no sample exists.
+// are timed). rto() = B + max(floor, 4 RTTVAR, B - min RTT) with B = max(SRTT, latest
+// sample), at most cap, doubled per consecutive expiry (backoff), and `cap` while no sample
+// exists. Beyond RFC 6298 (docs/congestion.md "Loss recovery"):
+//   - the floor bounds the margin above the RTT, not the RTO (as Linux floors RTTVAR at
+//     tcp_rto_min): with a steady RTT, RTTVAR decays to nothing and an RTO of SRTT + 1 us
+//     fired at the first window that waited longer (validate-loss-0-gbn: a go-back of 53
+//     packets with the floor on the RTO alone);
+//   - B: SRTT lags a queue that deepens (its gain is 1/8); the latest sample does not (as
+//     QUIC's loss timer uses max(smoothed_rtt, latest_rtt), RFC 9002 6.1.2);
+//   - B - min RTT, the queueing delay the samples show (min RTT: the path without a queue):
+//     a queue may double before the next ACK (fed at twice its drain rate, as when as many
+//     flows again start into it), which RTTVAR learnt from a steady queue does not foresee.
 class RttEstimator {
  public:
   void sample(Nanos r) {
     if (r < Nanos(0)) r = Nanos(0);
+    latest_ = r;
     if (!have_) {
       srtt_ = r;
       rttvar_ = r / 2;
+      min_ = r;
       have_ = true;
     } else {
+      min_ = std::min(min_, r);
       const Nanos err = srtt_ > r ? srtt_ - r : r - srtt_;
       rttvar_ = (rttvar_ * 3 + err) / 4;
       srtt_ = (srtt_ * 7 + r) / 8;
@@ -59,8 +72,8 @@ class RttEstimator {
   }
   [[nodiscard]] Nanos rto(Nanos floor, Nanos cap) const {
     if (!have_) return cap;
-    Nanos v = srtt_ + std::max(kGranularity, rttvar_ * 4);
-    v = std::max(v, floor);
+    const Nanos base = std::max(srtt_, latest_);
+    Nanos v = base + std::max({kGranularity, floor, rttvar_ * 4, base - min_});
     for (uint32_t i = 0; i < backoff_ && v < cap; ++i) v *= 2;
     return std::min(v, cap);
   }
@@ -89,6 +102,8 @@ class RttEstimator {
   static constexpr Nanos kGranularity = Nanos(1000);
   Nanos srtt_{0};
   Nanos rttvar_{0};
+  Nanos latest_{0};
+  Nanos min_{0};  // the smallest sample: the path without a queue
   bool have_ = false;
   uint32_t backoff_ = 0;
 };

@@ -392,12 +392,15 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
     const Psn end = w.opcode == WrOpcode::kRdmaRead ? w.last_psn + 1 : psn_ + 1;
     for (Psn p = psn_; p != end; ++p) sack_.reset(p);
   }
-  // RTT sample: the ACK of a packet that asked for one, a resend only after a NAK (Karn's
-  // rule, Completer::timer_rewind): after a timeout the ACK may answer the original, and after
-  // a spurious early resend that is a sample far too short, which shrinks the RTO and makes
-  // the next resend spurious too. (on_resend drops a sample a resend made ambiguous.)
-  if (qp.is_rc() && h.bth.ackreq && (!resent || !qp.comp.timer_rewind())) {
-    qp.comp.time_packet(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_);
+  // Every AckReq packet is awaited (the adaptive RTO runs from the oldest one's send); its ACK
+  // is an RTT sample unless it is a resend after a timer go-back (Karn's rule,
+  // Completer::timer_rewind): then the ACK may answer the original, and after a spurious early
+  // resend that is a sample far too short, which shrinks the RTO and makes the next resend
+  // spurious too. (on_resend drops samples a resend made ambiguous.)
+  bool first_awaited = false;
+  if (qp.is_rc() && h.bth.ackreq) {
+    first_awaited = qp.comp.on_ackreq_sent(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_,
+                                           !resent || !qp.comp.timer_rewind());
   }
 
   if (w.opcode == WrOpcode::kRdmaRead) {
@@ -415,8 +418,12 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
     // UC and UD have no acknowledgements: the WQE is done once its last packet is out.
     if (!qp.is_rc()) e.complete_send_head(qp, WcStatus::kSuccess);
   }
-  if (qp.is_rc() && qp.attr.timeout != 0 && !e.timer_armed(qp, TimerKind::kRetransmit)) {
-    qp.comp.arm_retransmit(e, qp, now, true);
+  if (qp.is_rc() && qp.attr.timeout != 0) {
+    if (!e.timer_armed(qp, TimerKind::kRetransmit)) {
+      qp.comp.arm_retransmit(e, qp, now, true);
+    } else if (first_awaited) {
+      qp.comp.arm_retransmit(e, qp, now, false);  // the adaptive RTO starts from this packet
+    }
   }
   return FillResult::kProduced;
 }
