@@ -171,6 +171,8 @@ void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
     e.count(qp, Counter::kRoceAdpRetrans);
     adp_fired_ = true;
     adp_rewound_ = true;
+    adp_rewound_at_ = now;
+    adp_high_psn_ = qp.req.high_psn();
     adp_gap_ready_ = false;
     timer_rewind_ = true;
     forget_awaited_for_rewind(qp.req.high_psn());
@@ -211,7 +213,7 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
   }
   if (psn.before(psn_)) {
     e.count(qp, Counter::kDropDuplicateResponse);
-    if (adp_gap_ready_) {
+    if (adp_gap_ready_ && !(psn + 1).before(adp_high_psn_)) {
       // The peer answered our early resend as a duplicate: nothing was lost, the peer (or
       // the path) stalled for adp_gap_. Eifel's response (RFC 4015): the estimate covers the
       // stall at once, so the RTO grows to cover stalls like it and shrinks again with later
@@ -223,12 +225,18 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     return;
   }
   // Go-back-N on an in-order path: a positive response for a PSN not resent since an
-  // adaptive go-back answers its original, so everything before it had arrived and the
-  // go-back was spurious (F-RTO's test, RFC 5682). Not with selective repeat: there the
-  // responder places originals behind a hole, and the cumulative ACK may wait for a resend.
+  // adaptive go-back shows everything before it had arrived (F-RTO's test, RFC 5682). It
+  // proves the go-back spurious only if it answers an original: every resend asks for an ACK,
+  // and the responder answers a resent duplicate with its cumulative PSN, beyond what was
+  // resent, while the tail after it may be lost. So: it came sooner after the go-back than
+  // any resend can be answered (the smallest RTT measured), or it covers everything sent
+  // before the go-back. Not with selective repeat: there the responder places originals
+  // behind a hole, and the cumulative ACK may wait for a resend.
   const bool positive =
       (pkt.info->headers & wire::kHasAeth) == 0 || pkt.hdr.aeth.type() == wire::AethType::kAck;
-  if (adp_rewound_ && !qp.sr() && positive && !psn.before(qp.req.psn())) {
+  const bool answers_originals =
+      now - adp_rewound_at_ < rtt_.min_rtt() || !(psn + 1).before(adp_high_psn_);
+  if (adp_rewound_ && !qp.sr() && positive && !psn.before(qp.req.psn()) && answers_originals) {
     // Eifel's response (RFC 4015): the estimate covers the stall at once, and the requester
     // resumes where the go-back found it (its originals are in flight, not lost).
     adp_rewound_ = false;

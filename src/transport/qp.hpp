@@ -150,7 +150,10 @@ class Completer {
   // after that progress shows the peer had the packets already, and the gap becomes an RTT
   // sample so the next RTO covers a stall as long.
   TimePoint progress_at_{};
-  bool adp_rewound_ = false;    // an adaptive go-back since the last progress
+  bool adp_rewound_ = false;  // an adaptive go-back since the last progress
+  // When it went back and what had been sent then: what proves it spurious (on_response).
+  TimePoint adp_rewound_at_{};
+  Psn adp_high_psn_;
   bool adp_gap_ready_ = false;  // progress came after it: a duplicate ACK proves it spurious
   bool timer_rewind_ = false;
   Nanos adp_gap_{0};

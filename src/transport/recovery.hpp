@@ -97,6 +97,7 @@ class RttEstimator {
   [[nodiscard]] bool have_sample() const { return have_; }
   [[nodiscard]] Nanos srtt() const { return srtt_; }
   [[nodiscard]] Nanos rttvar() const { return rttvar_; }
+  [[nodiscard]] Nanos min_rtt() const { return min_; }  // 0 before the first sample
 
  private:
   static constexpr Nanos kGranularity = Nanos(1000);

@@ -428,8 +428,10 @@ bytes = 2097152
 }
 
 TEST(SimOutputs, HostsCsvCountsAdaptiveRetransmissions) {
-  // A storm holds h1's flow for 400 us, longer than the adaptive RTO's 200 us floor: the
-  // early RTO fires and its go-backs are found spurious (nothing was lost).
+  // A storm from the sender h1 holds the ACKs coming to it for 400 us, longer than the
+  // adaptive RTO's 200 us floor: the early RTO fires after its AckReq packets left, and the
+  // go-back is found spurious (nothing was lost). (A storm from the receiver pauses the
+  // sender before its message ends leave: no ACK is late then, and no timer fires.)
   auto sim = run_scenario(R"(
 duration_us = 900
 [topology]
@@ -447,7 +449,7 @@ src = "h1"
 dst = "h0"
 bytes = 0
 [[storm]]
-host = "h0"
+host = "h1"
 start_us = 100
 end_us = 500
 )");
@@ -460,6 +462,7 @@ end_us = 500
   const uint64_t adp = c.get(transport::Counter::kRoceAdpRetrans);
   const uint64_t spurious = c.get(transport::Counter::kAdpRetransSpurious);
   EXPECT_GT(adp, 0u);
+  EXPECT_GT(spurious, 0u);
   EXPECT_EQ(c.get(transport::Counter::kLocalAckTimeoutErr), 0u);
   const std::string row = o.hosts_csv.substr(o.hosts_csv.find("\nh1,") + 1);
   const std::string tail = fmt::format(",{},{}\n", adp, spurious);

@@ -515,11 +515,13 @@ TEST(PacketScript, DuplicateAckAfterAnAdaptiveResendLengthensTheRto) {
                         {Counter::kRdmaSends, 3}});
 }
 
-// Go-back-N: an ACK for a PSN the adaptive go-back has not resent yet answers the original
-// (F-RTO's test), so the go-back was spurious. 0x1000 .. 0x1003 out at 0, ACK of 0x1000 at
-// 100 us (RTO 300 us), the go-back at 400 us resends 0x1001 only, then the ACK of 0x1002 at
-// 500 us: adp_retrans_spurious, the estimate covers the 400 us stall (SRTT 400, RTTVAR 200 us:
-// RTO 1200 us) and the requester resumes where it was: 0x1003, in flight, is not resent.
+// Go-back-N: an ACK for a PSN the adaptive go-back has not resent yet, sooner after the
+// go-back than the smallest RTT measured, answers an original (F-RTO's test), so the go-back
+// was spurious. 0x1000 .. 0x1003 out at 0, ACK of 0x1000 at 100 us (the smallest RTT; RTO
+// 300 us), the go-back at 400 us resends 0x1001 only, then the ACK of 0x1002 at 450 us:
+// adp_retrans_spurious, the estimate covers the 350 us stall (SRTT 350, RTTVAR 175 us) and
+// the requester resumes where it was: 0x1003, in flight, is not resent. (An ACK 100 us or
+// more after the go-back could answer the resend, which asks for one: see the next test.)
 TEST(PacketScript, AnAckForAPsnNotResentProvesAnAdaptiveGoBackSpurious) {
   ScriptOptions o;
   o.timeout = 10;  // 4194304 ns
@@ -542,12 +544,12 @@ TEST(PacketScript, AnAckForAPsnNotResentProvesAnAdaptiveGoBackSpurious) {
   ASSERT_EQ(wire::parse_packet(std::span<const uint8_t>(buf.data(), slot.len), resent),
             wire::ParseError::kOk);
   EXPECT_EQ(resent.hdr.bth.psn.value(), 0x1001u);
-  const TimePoint t_ack2 = TimePoint(0) + std::chrono::microseconds(500);
+  const TimePoint t_ack2 = TimePoint(0) + std::chrono::microseconds(450);
   s.advance_to(t_ack2);
   s.receive(s.ack(0x1002, 3));
   EXPECT_EQ(s.send_wcs().size(), 3u);
   EXPECT_TRUE(s.transmit().empty());  // 0x1003 is not resent
-  EXPECT_EQ(s.engine().next_deadline(), t_ack2 + std::chrono::microseconds(1200));
+  EXPECT_EQ(s.engine().next_deadline(), t_ack2 + std::chrono::microseconds(1050));
   s.advance_to(t_ack2 + std::chrono::microseconds(10));
   s.receive(s.ack(0x1003, 4));
   EXPECT_EQ(s.send_wcs().size(), 1u);
