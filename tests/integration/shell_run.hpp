@@ -1,10 +1,15 @@
 // Runs a shell command and returns its exit status and standard output, for the tests that
-// drive scripts and the built binaries as a user would (callers add "2>&1" to see stderr).
+// drive scripts and the built binaries as a user would (callers add "2>&1" to see stderr);
+// run_shell_split keeps stderr apart (tests that check an error line alone), and slurp/spit
+// read and write the files such scripts take and produce.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -18,6 +23,36 @@ inline std::pair<int, std::string> run_shell(const std::string& cmd) {
   while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void spit(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+struct ShellResult {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs cmd with sh, its stderr into a file under `work` (removed afterwards).
+inline ShellResult run_shell_split(const std::string& cmd, const std::filesystem::path& work) {
+  const std::filesystem::path err = work / "stderr.txt";
+  ShellResult r;
+  auto [rc, out] = run_shell(cmd + " 2>" + err.string());
+  r.rc = rc;
+  r.out = std::move(out);
+  r.err = slurp(err);
+  std::filesystem::remove(err);
+  return r;
 }
 
 }  // namespace uroce::test

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "png_pixels.hpp"
+#include "shell_run.hpp"
 
 namespace {
 
@@ -38,37 +39,13 @@ const char* const kChromium = "/usr/bin/chromium-headless-shell";
 // DCQCN, so every output file (rates.csv too) has rows and the report has all five plots.
 const std::string kLiveScenario = std::string(UROCE_SOURCE_DIR) + "/scenarios/incast-lossless.toml";
 
-struct Result {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void spit(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using uroce::test::slurp;
+using uroce::test::spit;
+using Result = uroce::test::ShellResult;
 
 // Runs cmd with sh; stdout and stderr are kept apart (the error tests check stderr alone).
 Result run(const std::string& cmd, const fs::path& work) {
-  const fs::path err = work / "stderr.txt";
-  Result r;
-  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.err = slurp(err);
-  fs::remove(err);
-  return r;
+  return uroce::test::run_shell_split(cmd, work);
 }
 
 class SimReport : public ::testing::Test {

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "shell_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -22,36 +24,12 @@ const std::string kResults = std::string(UROCE_SOURCE_DIR) + "/bench/sim-results
 const std::string kReport = std::string(UROCE_SOURCE_DIR) + "/bench/sim-report";
 const std::string kUroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
 
-struct Result {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void spit(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using uroce::test::slurp;
+using uroce::test::spit;
+using Result = uroce::test::ShellResult;
 
 Result run(const std::string& cmd, const fs::path& work) {
-  const fs::path err = work / "stderr.txt";
-  Result r;
-  FILE* p = popen((cmd + " 2>" + err.string()).c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.err = slurp(err);
-  fs::remove(err);
-  return r;
+  return uroce::test::run_shell_split(cmd, work);
 }
 
 const std::string kBefore = "# Doc\n\nProse before, kept byte for byte.\n\n";
