@@ -31,7 +31,7 @@ struct SwitchArgs {
   std::string dwrr;
   std::string strict;
   uint64_t seed = 1;
-  uint32_t frame_slots = 32768;
+  uint32_t frame_slots = 0;  // 0: a 64 MiB pool of slots sized for the ports' MTU
   double duration = 0;
   double stats_every = 0;
   std::string trace;
@@ -166,8 +166,6 @@ int run(const SwitchArgs& a) {
                    .at = fabric::MarkPoint::kDequeue};
   }
   if (const std::string bad = apply_priorities(a, o); !bad.empty()) return fail(bad);
-  // The forwarder pauses with no reaction time: one frame past XOFF is the most it queues.
-  o.queue.pfc.headroom_bytes = std::max<uint64_t>(o.queue.pfc.headroom_bytes, o.slot_bytes);
   o.queue.seed = a.seed;
   o.frame_slots = a.frame_slots;
   o.duration_s = a.duration;
@@ -220,9 +218,10 @@ Subcommand add_switch_command(CLI::App& app) {
                   "PRIO[,PRIO]: strict priorities, served before the DWRR ones, highest first");
   sub->add_option("--seed", a->seed, "Seed of the RED marking draws")->capture_default_str();
   sub->add_option("--frame-slots", a->frame_slots,
-                  "Frame buffers (2 KiB each) for all queues and lossless hold queues")
-      ->check(CLI::Range(256u, 1u << 19))
-      ->capture_default_str();
+                  "Frame buffers for all queues and lossless hold queues, each the largest "
+                  "port's MTU plus headers (at least 2 KiB); default: as many as 64 MiB holds, "
+                  "at most 32768")
+      ->check(CLI::Range(256u, 1u << 19));
   sub->add_option("--duration", a->duration, "Stop after SECONDS (default: at SIGINT/SIGTERM)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--stats-every", a->stats_every,

@@ -451,6 +451,8 @@ class Forwarder {
                         {"rate_bytes_per_sec", o_.unlimited ? 0 : q.line_rate_bytes_per_sec},
                         {"buffer_bytes", q.port_buffer_bytes},
                         {"shared_buffer_bytes", q.shared_buffer_bytes},
+                        {"frame_slots", o_.frame_slots},
+                        {"frame_slot_bytes", o_.slot_bytes},
                         {"elapsed_ns", (now - start_).count()},
                         {"priorities", classes_},
                         {"ports", ports},
@@ -541,19 +543,33 @@ const char* switch_mode_name(SwitchMode m) {
   return "?";
 }
 
-int run_switch(const SwitchRunOptions& o) {
+uint32_t frame_slot_bytes(uint32_t mtu) {
+  const uint32_t need = kHdr + 14 + 4 + mtu;
+  return std::max(kMinFrameSlotBytes, (need + 63) / 64 * 64);
+}
+
+uint32_t default_frame_slots(uint32_t slot_bytes) {
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(kMaxDefaultFrameSlots, kFramePoolBytes / std::max(slot_bytes, 1u)));
+}
+
+int run_switch(const SwitchRunOptions& options) {
+  SwitchRunOptions o = options;
   fabric::SwitchQueueConfig qc = o.queue;
   qc.egress_ports = static_cast<uint32_t>(o.ports.size());
   qc.ingress_ports = qc.egress_ports;
-  qc.queue_packets = o.frame_slots;
   if (o.unlimited) qc.line_rate_bytes_per_sec = kUnlimitedRate;
   qc.mode =
       o.mode == SwitchMode::kLossless ? fabric::BufferMode::kLossless : fabric::BufferMode::kLossy;
+  // The frame count is known only once the ports' MTUs are; validate the rest first, so a
+  // bad option is reported before the ports need root.
+  qc.queue_packets = o.frame_slots != 0 ? o.frame_slots : kMaxDefaultFrameSlots;
   if (const std::string bad = fabric::validate(qc); !bad.empty()) {
     fmt::print(stderr, "uroce switch: {}\n", bad);
     return kExitUsage;
   }
   std::vector<std::unique_ptr<AfPacketPort>> ports;
+  uint32_t max_mtu = 0;
   for (const std::string& name : o.ports) {
     std::string error;
     auto p = AfPacketPort::open(name, 8 << 20, error);
@@ -561,14 +577,22 @@ int run_switch(const SwitchRunOptions& o) {
       fmt::print(stderr, "uroce switch: {}\n", error);
       return kExitFailure;
     }
+    max_mtu = std::max(max_mtu, p->mtu());
     ports.push_back(std::move(p));
   }
+  // A frame longer than a slot bypasses the model (GSO super-frames only, by design): slots
+  // too small for the ports' MTU would let full-size RoCE frames skip the rate and buffers.
+  if (o.slot_bytes == 0) o.slot_bytes = frame_slot_bytes(max_mtu);
+  if (o.frame_slots == 0) o.frame_slots = default_frame_slots(o.slot_bytes);
+  qc.queue_packets = o.frame_slots;
+  // The forwarder pauses with no reaction time: one frame past XOFF is the most it queues.
+  qc.pfc.headroom_bytes = std::max<uint64_t>(qc.pfc.headroom_bytes, o.slot_bytes);
   install(SIGINT, on_stop);
   install(SIGTERM, on_stop);
   install(SIGUSR1, on_dump);
   // Wake-ups within a microsecond, not the default 50 us timer slack: departures are paced.
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-  auto fwd = std::make_unique<Forwarder>(o, std::move(ports), qc);
+  auto fwd = std::make_unique<Forwarder>(o, std::move(ports), qc);  // o outlives fwd
   return fwd->run();
 }
 

@@ -51,8 +51,12 @@ struct SwitchRunOptions {
   // A frame's priority: dscp_map[DSCP of its IP header] (the model caps it at priorities - 1);
   // non-IP frames are priority 0. Default DSCP >> 3.
   DscpMap dscp_map = default_dscp_map();
-  uint32_t frame_slots = 32768;  // frame buffers shared by all queues and hold queues
-  uint32_t slot_bytes = 2048;    // per frame buffer, including the 10-byte vnet header
+  // Frame buffers shared by all queues and hold queues; 0: as many as kFramePoolBytes holds
+  // (at most kMaxDefaultFrameSlots).
+  uint32_t frame_slots = 0;
+  // Per frame buffer, vnet header included; 0: the largest port's MTU with its Ethernet and
+  // VLAN headers (frame_slot_bytes), so a jumbo RoCE frame goes through the model like any.
+  uint32_t slot_bytes = 0;
   double duration_s = 0;         // 0: until SIGINT/SIGTERM
   double stats_every_s = 0;      // 0: no periodic lines on stderr
   std::string trace_path;        // CSV of queue samples; empty: none
@@ -64,6 +68,16 @@ struct SwitchRunOptions {
 
 // Runs until a signal or the duration; prints the counters (JSON with o.json) on stdout.
 // Returns the process exit status.
+inline constexpr uint64_t kFramePoolBytes = 64ull << 20;
+inline constexpr uint32_t kMaxDefaultFrameSlots = 32768;
+inline constexpr uint32_t kMinFrameSlotBytes = 2048;
+
+// The frame buffer for ports of MTU `mtu`: vnet header, Ethernet header, one VLAN tag and
+// the MTU, in whole 64-byte lines, and never below kMinFrameSlotBytes.
+uint32_t frame_slot_bytes(uint32_t mtu);
+// The default --frame-slots for buffers of `slot_bytes`.
+uint32_t default_frame_slots(uint32_t slot_bytes);
+
 int run_switch(const SwitchRunOptions& o);
 
 }  // namespace uroce::cli

@@ -6,6 +6,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -91,6 +92,13 @@ AfPacketPort::AfPacketPort(int fd, int ifindex, std::string name)
   // Drops counted before we opened are not ours: reading the statistics resets them.
   (void)kernel_drops();
   kernel_drops_ = 0;
+}
+
+uint32_t AfPacketPort::mtu() const {
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name_.c_str(), IFNAMSIZ - 1);
+  if (ioctl(fd_, SIOCGIFMTU, &ifr) != 0 || ifr.ifr_mtu <= 0) return 0;
+  return static_cast<uint32_t>(ifr.ifr_mtu);
 }
 
 AfPacketPort::~AfPacketPort() {

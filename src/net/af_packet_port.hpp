@@ -47,6 +47,8 @@ class AfPacketPort {
 
   [[nodiscard]] int fd() const { return fd_; }
   [[nodiscard]] const std::string& name() const { return name_; }
+  // The interface's MTU (IP bytes) as the kernel reports it now; 0 if it cannot be read.
+  [[nodiscard]] uint32_t mtu() const;
 
   // Reads up to n <= kMaxBurst frames without blocking into bufs[i] (each buf_size bytes);
   // lens[i] = header + frame bytes. A frame longer than buf_size (< kMaxFrameBytes) is not
