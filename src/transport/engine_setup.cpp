@@ -10,8 +10,9 @@ namespace uroce::transport {
 namespace {
 
 // Responses one QP can have queued (ACKs, NAKs, READ replies); a well-behaved peer keeps at
-// most kMaxUnackedPsns + 1 requests in flight.
-constexpr uint32_t kResponseQueueCapacity = 512;
+// most kMaxUnackedPsns + 1 requests in flight, each needing one at most: twice that. (The
+// ring is most of an idle QP's memory: 256 items of 32 bytes.)
+constexpr uint32_t kResponseQueueCapacity = 256;
 
 // Linux hash_32(): golden-ratio multiplicative hash.
 constexpr uint32_t hash_32(uint32_t v, uint32_t bits) {

@@ -212,13 +212,18 @@ struct RespItem {
   uint8_t syndrome = 0;
   Psn psn;
   uint32_t msn = 0;
-  uint64_t orig = 0;
   // kRead
-  uint64_t va = 0;
   uint32_t rkey = 0;
   uint32_t length = 0;
   uint32_t sent = 0;  // packets of the reply already sent
+  // One field for two kinds (an item is one or the other): every RC QP holds a whole ring
+  // of these, so 8 bytes an item count in the memory of an idle QP.
+  union {
+    uint64_t orig = 0;  // kAtomicAck: the value the atomic read
+    uint64_t va;        // kRead: where the reply's data starts
+  };
 };
+static_assert(sizeof(RespItem) == 32);
 
 class Responder {
  public:
@@ -282,7 +287,8 @@ class Responder {
   uint32_t write_resid_ = 0;
 
   std::vector<RdAtomicResource> resources_;
-  uint32_t res_used_ = 0;  // max_dest_rd_atomic in effect
+  uint32_t max_resources_ = 1;  // the device's max_qp_rd_atom
+  uint32_t res_used_ = 0;       // max_dest_rd_atomic in effect
   uint32_t res_next_ = 0;
 
   std::vector<RespItem> out_;

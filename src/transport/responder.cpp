@@ -40,7 +40,10 @@ using wire::Op;
 
 void Responder::init(uint32_t out_capacity, uint32_t max_resources, uint32_t max_sge) {
   out_.assign(out_capacity, RespItem{});
-  resources_.assign(std::max(max_resources, 1u), RdAtomicResource{});
+  // One resource until max_dest_rd_atomic is set (resize_resources): an idle QP does not
+  // hold the device maximum's worth.
+  max_resources_ = std::max(max_resources, 1u);
+  resources_.assign(1, RdAtomicResource{});
   wqe_.sges.assign(std::max(max_sge, 1u), Sge{});
 }
 
@@ -59,8 +62,9 @@ void Responder::reset(Psn epsn) {
 }
 
 void Responder::resize_resources(uint32_t n) {
-  res_used_ = std::min<uint32_t>(n, static_cast<uint32_t>(resources_.size()));
-  std::fill(resources_.begin(), resources_.end(), RdAtomicResource{});
+  res_used_ = std::min(n, max_resources_);
+  // modify_qp, not the data path: the ring is (re)allocated here only.
+  resources_.assign(std::max(res_used_, 1u), RdAtomicResource{});
   res_next_ = 0;
 }
 
