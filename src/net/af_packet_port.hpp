@@ -62,6 +62,10 @@ class AfPacketPort {
     const Spill& sp = oversized_[static_cast<size_t>(i)];
     return {spill_.data() + size_t{sp.index} * kMaxFrameBytes, sp.len};
   }
+  // How many of the burst's frames in bufs arrived before oversized(i): the arrival order.
+  [[nodiscard]] int oversized_after(int i) const {
+    return static_cast<int>(oversized_[static_cast<size_t>(i)].kept_before);
+  }
   // Sends n <= kMaxBurst frames (header + frame, as read); returns n. A frame the kernel
   // refuses is dropped and counted (tx_errors()).
   int tx_burst(uint8_t* const* bufs, const uint32_t* lens, int n);
@@ -86,6 +90,7 @@ class AfPacketPort {
   struct Spill {
     uint32_t index = 0;  // message of the burst, so its area in spill_
     uint32_t len = 0;
+    uint32_t kept_before = 0;  // frames kept in the caller's buffers before this one
   };
   std::vector<uint8_t> spill_;  // kMaxBurst areas of kMaxFrameBytes
   std::vector<Spill> oversized_;
