@@ -12,11 +12,11 @@
 // Buffers belong to the caller: a frame buffer is kVnetHeaderBytes of header followed by the
 // Ethernet frame. No allocation after open().
 //
-// Frames longer than the caller's buffer exist: the kernel hands a TCP segment it has not cut
-// yet (GSO, up to 64 KiB, described by the vnet header) to a packet socket whole, as on a
-// veth whose sender has TSO. They spill into a per-message area of the port's own and are
-// offered through oversized() instead of being lost; sent back with their vnet header, the
-// kernel segments them on the egress.
+// Frames longer than the caller's buffer exist: the kernel hands a TCP or UDP segment it has
+// not cut yet (GSO, up to 64 KiB, described by the vnet header) to a packet socket whole, as on
+// a veth whose sender has TSO or UDP_SEGMENT. They spill into a per-message area of the port's
+// own and are offered through oversized() instead of being lost (with oversized_after() to keep
+// the arrival order); sent back with their vnet header, the kernel segments them on the egress.
 #pragma once
 
 #include <sys/socket.h>
