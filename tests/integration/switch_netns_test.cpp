@@ -623,6 +623,24 @@ TEST_F(SwitchGsoTest, LosslessCutsUdpGsoSuperFramesAndShapesEachDatagram) {
   EXPECT_GE(r.rx["elapsed"].get<double>(), 0.8 * ideal) << r.rx.dump();
 }
 
+// 256 frame slots (the least allowed): a burst of super-frames (32 datagrams each) needs more than
+// there are, so datagrams wait for slots (backpressure, arrival order kept) and none is lost.
+TEST_F(SwitchGsoTest, LosslessShortOfFrameSlotsWaitsAndLosesNothing) {
+  constexpr int kCount = 2048, kSize = 1000;
+  const GsoRun r =
+      run_gso({"--mode", "lossless", "--rate", "50mbit", "--frame-slots", "256"}, kCount, kSize);
+  ASSERT_TRUE(r.rx.is_object());
+  EXPECT_EQ(r.rx["got"], kCount) << r.rx.dump();
+  EXPECT_EQ(r.rx["bad"], 0) << r.rx.dump();
+  EXPECT_EQ(r.csum_errors, 0u);
+  const auto& sr = port(r.sw, "sr");
+  EXPECT_EQ(sr["enqueued"], kCount) << r.sw.dump();
+  EXPECT_EQ(sr["dequeued"], kCount) << r.sw.dump();
+  EXPECT_EQ(r.sw["totals"]["dropped"], 0) << r.sw.dump();
+  EXPECT_EQ(r.sw["totals"]["kernel_drops"], 0) << r.sw.dump();
+  EXPECT_EQ(port(r.sw, "s0")["oversized"], 0) << r.sw.dump();
+}
+
 TEST_F(SwitchGsoTest, EcnMarksUdpGsoSegmentsOneByOne) {
   constexpr int kCount = 1024, kSize = 1000;
   const GsoRun r = run_gso(
