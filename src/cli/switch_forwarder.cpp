@@ -21,6 +21,7 @@
 #include "cli/command.hpp"
 #include "fabric/ecn_frame.hpp"
 #include "fabric/mac_table.hpp"
+#include "fabric/udp_gso.hpp"
 #include "net/af_packet_port.hpp"
 
 namespace uroce::cli {
@@ -91,6 +92,7 @@ class SlotRing {
 struct PortStats {
   uint64_t rx_frames = 0, rx_bytes = 0, tx_frames = 0, tx_bytes = 0;
   uint64_t flooded = 0, filtered = 0, held = 0, held_max = 0, oversized = 0;
+  uint64_t gso_segmented = 0;  // UDP GSO super-frames cut into datagrams
   uint64_t tx_dropped_at_start = 0;
   // Per priority, frames of this ingress held while (ingress, priority) was paused; held_max
   // above is the largest of the priorities' held_max.
@@ -107,6 +109,7 @@ class Forwarder {
         pool_(size_t{o.frame_slots} * o.slot_bytes),
         lens_(o.frame_slots),
         stats_(ports_.size()),
+        backlog_(ports_.size()),
         classes_(qc.priorities) {
     free_.reserve(o.frame_slots);
     for (uint32_t s = o.frame_slots; s-- > 0;) free_.push_back(s);
@@ -194,30 +197,80 @@ class Forwarder {
     return e.ip ? o_.dscp_map[e.dscp] : 0;
   }
 
+  // A port's last burst, in arrival order, while part of it waits for frame slots: the
+  // frames in slots[i_norm, n_norm) and the port's oversized(i_big, n_big), next segment `seg`
+  // of oversized(i_big). The port is not read again until it is done (the kernel's socket
+  // buffer holds the rest: backpressure, as when the slots run out between bursts), so the
+  // oversized frames in the port's spill area stay valid.
+  struct Backlog {
+    std::array<uint32_t, kBurst> slots{};
+    int n_norm = 0, i_norm = 0, n_big = 0, i_big = 0;
+    uint32_t seg = 0;
+    [[nodiscard]] bool active() const { return i_norm < n_norm || i_big < n_big; }
+  };
+
   bool receive_all(TimePoint now) {
     bool any = false;
     std::array<uint8_t*, kBurst> bufs{};
     std::array<uint32_t, kBurst> lens{};
-    std::array<uint32_t, kBurst> slots{};
     for (uint32_t i = 0; i < ports_.size(); ++i) {
+      Backlog& b = backlog_[i];
+      if (b.active()) {
+        any = drain(i, now) || any;
+        if (b.active()) continue;
+      }
       // Out of frame slots: leave the frames in the kernel's socket buffer (backpressure).
-      if (free_.size() < static_cast<size_t>(kBurst)) break;
+      if (free_.size() < static_cast<size_t>(kBurst)) continue;
       for (int k = 0; k < kBurst; ++k) {
-        slots[k] = free_.back();
+        b.slots[k] = free_.back();
         free_.pop_back();
-        bufs[k] = slot(slots[k]);
+        bufs[k] = slot(b.slots[k]);
       }
       const int got = ports_[i]->rx_burst(bufs.data(), o_.slot_bytes, lens.data(), kBurst);
-      for (int k = got; k < kBurst; ++k) release(slots[k]);
-      for (int k = 0; k < got; ++k) {
-        lens_[slots[k]] = lens[k];
-        on_frame(i, slots[k], now);
-      }
-      const int big = ports_[i]->oversized_count();
-      for (int k = 0; k < big; ++k) forward_oversized(i, ports_[i]->oversized(k), now);
-      any = any || got > 0 || big > 0;
+      for (int k = got; k < kBurst; ++k) release(b.slots[k]);
+      for (int k = 0; k < got; ++k) lens_[b.slots[k]] = lens[k];
+      b.n_norm = got;
+      b.n_big = ports_[i]->oversized_count();
+      b.i_norm = b.i_big = 0;
+      b.seg = 0;
+      any = got > 0 || b.n_big > 0 || any;
+      (void)drain(i, now);
     }
     return any;
+  }
+
+  // Goes on with port `in`'s burst in arrival order; false if nothing could be done (no slot).
+  bool drain(uint32_t in, TimePoint now) {
+    Backlog& b = backlog_[in];
+    bool progress = false;
+    for (;;) {
+      const int before = b.i_big < b.n_big ? ports_[in]->oversized_after(b.i_big) : b.n_norm;
+      while (b.i_norm < before) {
+        on_frame(in, b.slots[b.i_norm++], now);
+        progress = true;
+      }
+      if (b.i_big == b.n_big) return progress;
+      const std::span<uint8_t> big = ports_[in]->oversized(b.i_big);
+      const fabric::UdpGso g = fabric::udp_gso_parse(big);
+      // A segment must fit a slot; one that does not (slots set smaller than the sender's
+      // MTU by --frame-slot-bytes) goes whole, as a TCP super-frame does.
+      if (!g.ok || g.segment_bytes(0) > o_.slot_bytes) {
+        forward_oversized(in, big, now);
+      } else {
+        if (b.seg == 0 && !free_.empty()) ++stats_[in].gso_segmented;
+        while (b.seg < g.segments) {
+          if (free_.empty()) return progress;
+          const uint32_t s = free_.back();
+          free_.pop_back();
+          lens_[s] = fabric::udp_gso_segment(g, big, b.seg++, {slot(s), o_.slot_bytes});
+          on_frame(in, s, now);
+          progress = true;
+        }
+      }
+      progress = true;
+      ++b.i_big;
+      b.seg = 0;
+    }
   }
 
   void on_frame(uint32_t in, uint32_t s, TimePoint now) {
@@ -249,9 +302,10 @@ class Forwarder {
     offer(*out, in, s, now);
   }
 
-  // A GSO super-frame (a TCP segment the kernel cuts on the egress: the side channels of the
-  // perf runs) bypasses the queue model and goes out at once: the model's buffers hold
-  // MTU-sized frames, and what is measured is the RoCE traffic, which is never this large.
+  // A TCP GSO super-frame (a segment the kernel cuts on the egress: the side channels of the
+  // perf runs; UDP ones are cut into datagrams by drain) bypasses the queue model and goes out at
+  // once: the model's buffers hold MTU-sized frames, and what is measured is the RoCE traffic,
+  // which is never this large.
   void forward_oversized(uint32_t in, std::span<uint8_t> buf, TimePoint now) {
     PortStats& st = stats_[in];
     ++st.rx_frames;
@@ -365,7 +419,8 @@ class Forwarder {
     for (uint32_t e = 0; e < ports_.size(); ++e) wake = std::min(wake, model_.next_dequeue(e));
     if (wake <= now) return;
     const bool room = free_.size() >= static_cast<size_t>(kBurst);
-    for (auto& p : pfds_) p.events = room ? POLLIN : 0;
+    for (size_t i = 0; i < pfds_.size(); ++i)
+      pfds_[i].events = room && !backlog_[i].active() ? POLLIN : 0;
     const int64_t ns = std::min<int64_t>((wake - now).count(), 100'000'000);
     const timespec ts{.tv_sec = ns / 1'000'000'000, .tv_nsec = ns % 1'000'000'000};
     (void)ppoll(pfds_.data(), pfds_.size(), &ts, nullptr);
@@ -424,6 +479,7 @@ class Forwarder {
                        {"flooded", st.flooded},
                        {"filtered", st.filtered},
                        {"oversized", st.oversized},
+                       {"gso_segmented", st.gso_segmented},
                        {"enqueued", c.enqueued},
                        {"dequeued", c.dequeued},
                        {"dropped_tail", c.dropped_tail},
@@ -487,16 +543,18 @@ class Forwarder {
     const nlohmann::json j = stats_json(now);
     fmt::print("uroce switch: {} ms, mode {}\n", (now - start_).count() / 1'000'000,
                switch_mode_name(o_.mode));
-    fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12}\n", "port", "rx",
-               "tx", "dropped", "marked", "pauses", "max_depth_B", "held_max", "kernel_drops");
+    fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12} {:>9} {:>13}\n",
+               "port", "rx", "tx", "dropped", "marked", "pauses", "max_depth_B", "held_max",
+               "kernel_drops", "oversized", "gso_segmented");
     for (const auto& p : j["ports"]) {
-      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12}\n",
+      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12} {:>9} {:>13}\n",
                  p["name"].get<std::string>(), p["rx_frames"].get<uint64_t>(),
                  p["tx_frames"].get<uint64_t>(),
                  p["dropped_tail"].get<uint64_t>() + p["dropped_headroom"].get<uint64_t>(),
                  p["ecn_marked"].get<uint64_t>(), p["pause_events"].get<uint64_t>(),
                  p["max_depth_bytes"].get<uint64_t>(), p["held_max"].get<uint64_t>(),
-                 p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>());
+                 p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>(),
+                 p["oversized"].get<uint64_t>(), p["gso_segmented"].get<uint64_t>());
     }
     if (classes_ == 1) return;
     // Per priority: egress queue counters, and the port's pauses as an ingress.
@@ -523,6 +581,7 @@ class Forwarder {
   std::vector<uint32_t> free_;
   std::vector<SlotRing> holds_;
   std::vector<PortStats> stats_;
+  std::vector<Backlog> backlog_;
   std::vector<pollfd> pfds_;
   uint32_t classes_;  // priority queues per port
   std::FILE* trace_ = nullptr;

@@ -15,6 +15,9 @@
 // Priorities: a frame's priority is dscp_map[its DSCP] (non-IP: 0); each egress port has
 // --priorities queues served by strict priority and DWRR (switch_queue.hpp has the rules).
 //
+// UDP GSO super-frames are cut into their datagrams first (fabric/udp_gso.hpp), each one a
+// frame of its own in the model; TCP GSO super-frames bypass it (counted as oversized).
+//
 // Lossless priorities (every one in --mode lossless, or those named by --pfc PRIO), emulated
 // honestly: a veth has no pause frames, so a sender cannot be stopped. While the model has
 // paused (ingress i, priority c) (i's bytes of c queued anywhere above XOFF), the forwarder
@@ -57,9 +60,9 @@ struct SwitchRunOptions {
   // Per frame buffer, vnet header included; 0: the largest port's MTU with its Ethernet and
   // VLAN headers (frame_slot_bytes), so a jumbo RoCE frame goes through the model like any.
   uint32_t slot_bytes = 0;
-  double duration_s = 0;         // 0: until SIGINT/SIGTERM
-  double stats_every_s = 0;      // 0: no periodic lines on stderr
-  std::string trace_path;        // CSV of queue samples; empty: none
+  double duration_s = 0;     // 0: until SIGINT/SIGTERM
+  double stats_every_s = 0;  // 0: no periodic lines on stderr
+  std::string trace_path;    // CSV of queue samples; empty: none
   double trace_interval_us = 1000;
   bool json = false;
 };

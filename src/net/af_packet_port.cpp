@@ -130,7 +130,8 @@ int AfPacketPort::rx_burst(uint8_t* const* bufs, uint32_t buf_size, uint32_t* le
     }
     if (len > buf_size) {
       std::memcpy(spill_.data() + size_t(i) * kMaxFrameBytes, bufs[i], buf_size);
-      oversized_[static_cast<size_t>(oversized_count_++)] = {static_cast<uint32_t>(i), len};
+      oversized_[static_cast<size_t>(oversized_count_++)] = {static_cast<uint32_t>(i), len,
+                                                             static_cast<uint32_t>(kept)};
       continue;
     }
     // Compact: a discarded frame's buffer is reused by the next one.

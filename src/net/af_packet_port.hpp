@@ -12,11 +12,11 @@
 // Buffers belong to the caller: a frame buffer is kVnetHeaderBytes of header followed by the
 // Ethernet frame. No allocation after open().
 //
-// Frames longer than the caller's buffer exist: the kernel hands a TCP segment it has not cut
-// yet (GSO, up to 64 KiB, described by the vnet header) to a packet socket whole, as on a
-// veth whose sender has TSO. They spill into a per-message area of the port's own and are
-// offered through oversized() instead of being lost; sent back with their vnet header, the
-// kernel segments them on the egress.
+// Frames longer than the caller's buffer exist: the kernel hands a TCP or UDP segment it has
+// not cut yet (GSO, up to 64 KiB, described by the vnet header) to a packet socket whole, as on
+// a veth whose sender has TSO or UDP_SEGMENT. They spill into a per-message area of the port's
+// own and are offered through oversized() instead of being lost (with oversized_after() to keep
+// the arrival order); sent back with their vnet header, the kernel segments them on the egress.
 #pragma once
 
 #include <sys/socket.h>
@@ -62,6 +62,10 @@ class AfPacketPort {
     const Spill& sp = oversized_[static_cast<size_t>(i)];
     return {spill_.data() + size_t{sp.index} * kMaxFrameBytes, sp.len};
   }
+  // How many of the burst's frames in bufs arrived before oversized(i): the arrival order.
+  [[nodiscard]] int oversized_after(int i) const {
+    return static_cast<int>(oversized_[static_cast<size_t>(i)].kept_before);
+  }
   // Sends n <= kMaxBurst frames (header + frame, as read); returns n. A frame the kernel
   // refuses is dropped and counted (tx_errors()).
   int tx_burst(uint8_t* const* bufs, const uint32_t* lens, int n);
@@ -86,6 +90,7 @@ class AfPacketPort {
   struct Spill {
     uint32_t index = 0;  // message of the burst, so its area in spill_
     uint32_t len = 0;
+    uint32_t kept_before = 0;  // frames kept in the caller's buffers before this one
   };
   std::vector<uint8_t> spill_;  // kMaxBurst areas of kMaxFrameBytes
   std::vector<Spill> oversized_;

@@ -506,6 +506,161 @@ TEST_F(SwitchNetnsTest, TwoSendersThroughATbfBridgePortDropAtTheQdisc) {
   EXPECT_GT(std::stoull(tc.substr(at + 8)), 0u) << tc;
 }
 
+// UDP GSO through the switch: a sender hands the kernel 32 datagrams per sendmsg
+// (UDP_SEGMENT), which the veth passes to the switch as one super-frame; the switch must
+// cut it and put every datagram through the model. The receiver (a plain UDP socket, so the
+// kernel verifies each UDP checksum; InCsumErrors must stay 0) checks every datagram's
+// length and bytes and counts the CE marks it reads through IP_RECVTOS.
+constexpr const char* kGsoPeer = R"PY(
+import json, socket, struct, sys, time
+role, host, port, count, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+def body(i):
+    return struct.pack('!Q', i) + bytes((i * 7 + j) & 0xFF for j in range(size - 8))
+if role == 'recv':
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    s.bind((host, port))
+    print('ready', flush=True)
+    s.settimeout(20)
+    got, bad, ce, first, last = set(), 0, 0, None, None
+    try:
+        while len(got) < count:
+            data, anc, _, _ = s.recvmsg(65536, 64)
+            now = time.monotonic()
+            first = first if first is not None else now
+            last = now
+            tos = next((a[2][0] for a in anc if a[1] == socket.IP_TOS), 0)
+            ce += (tos & 3) == 3
+            i = struct.unpack('!Q', data[:8])[0] if len(data) >= 8 else -1
+            if len(data) != size or i >= count or data != body(i): bad += 1
+            else: got.add(i)
+            s.settimeout(3)
+    except socket.timeout:
+        pass
+    print(json.dumps({'got': len(got), 'bad': bad, 'ce': ce,
+                      'elapsed': (last - first) if first is not None else 0}), flush=True)
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 2)  # ECT(0)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 20)
+    s.setsockopt(socket.IPPROTO_UDP, 103, size)  # UDP_SEGMENT
+    s.connect((host, port))
+    for b in range(0, count, 32):
+        s.send(b''.join(body(i) for i in range(b, min(count, b + 32))))
+)PY";
+
+struct GsoRun {
+  nlohmann::json rx, sw;
+  uint64_t csum_errors = 0;
+};
+
+class SwitchGsoTest : public SwitchNetnsTest {
+ protected:
+  GsoRun run_gso(const std::vector<std::string>& switch_args, int count, int size) {
+    GsoRun r;
+    build(1, false);
+    if (HasFatalFailure()) return r;
+    const std::string script = "/tmp/uroce-switch-gso-" + std::to_string(id_) + ".py";
+    std::ofstream(script) << kGsoPeer;
+    auto sw = start_switch(switch_args);
+    const std::string port = std::to_string(20000 + id_ % 10000);
+    Process rx(rx_, Env{},
+               {"python3", script, "recv", net_ + "100", port, std::to_string(count),
+                std::to_string(size)});
+    EXPECT_TRUE([&] {
+      for (int k = 0; k < 200 && rx.out().find("ready") == std::string::npos; ++k)
+        std::this_thread::sleep_for(50ms);
+      return rx.out().find("ready") != std::string::npos;
+    }()) << rx.both();
+    Process tx(sender(0), Env{},
+               {"python3", script, "send", net_ + "100", port, std::to_string(count),
+                std::to_string(size)});
+    EXPECT_EQ(tx.wait(30s), 0) << tx.both();
+    EXPECT_EQ(rx.wait(60s), 0) << rx.both();
+    const std::string out = rx.out();
+    r.rx = nlohmann::json::parse(out.substr(out.find('{')), nullptr, false);
+    r.sw = stop_switch(*sw);
+    const std::string snmp = capture("ip netns exec " + rx_ + " cat /proc/net/snmp");
+    // "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors"
+    const size_t head = snmp.find("Udp: ");
+    const size_t vals = snmp.find("Udp: ", head + 1);
+    if (head != std::string::npos && vals != std::string::npos) {
+      std::istringstream names(snmp.substr(head + 5, snmp.find('\n', head) - head - 5));
+      std::istringstream nums(snmp.substr(vals + 5));
+      std::string name;
+      uint64_t v = 0;
+      while (names >> name && nums >> v)
+        if (name == "InCsumErrors") r.csum_errors = v;
+    }
+    std::remove(script.c_str());
+    return r;
+  }
+  static const nlohmann::json& port(const nlohmann::json& sw, const std::string& name) {
+    for (const auto& p : sw["ports"])
+      if (p["name"] == name) return p;
+    static const nlohmann::json none;
+    return none;
+  }
+};
+
+TEST_F(SwitchGsoTest, LosslessCutsUdpGsoSuperFramesAndShapesEachDatagram) {
+  constexpr int kCount = 2048, kSize = 1000;
+  // 20 Mbit/s: 2048 frames of 1042 bytes take about 0.85 s.
+  const GsoRun r = run_gso({"--mode", "lossless", "--rate", "20mbit"}, kCount, kSize);
+  ASSERT_TRUE(r.rx.is_object());
+  EXPECT_EQ(r.rx["got"], kCount) << r.rx.dump();
+  EXPECT_EQ(r.rx["bad"], 0) << r.rx.dump();
+  EXPECT_EQ(r.csum_errors, 0u);
+  const auto& sr = port(r.sw, "sr");
+  const auto& s0 = port(r.sw, "s0");
+  EXPECT_EQ(sr["enqueued"], kCount) << r.sw.dump();
+  EXPECT_EQ(sr["dequeued"], kCount) << r.sw.dump();
+  EXPECT_GE(s0["gso_segmented"].get<uint64_t>(), kCount / 32u) << r.sw.dump();
+  EXPECT_EQ(s0["oversized"], 0) << r.sw.dump();
+  const double frame = 14 + 20 + 8 + kSize;
+  const double ideal = (kCount - 1) * frame / (20e6 / 8);
+  EXPECT_GE(r.rx["elapsed"].get<double>(), 0.8 * ideal) << r.rx.dump();
+}
+
+// 256 frame slots (the least allowed): a burst of super-frames (32 datagrams each) needs more than
+// there are, so datagrams wait for slots (backpressure, arrival order kept) and none is lost.
+TEST_F(SwitchGsoTest, LosslessShortOfFrameSlotsWaitsAndLosesNothing) {
+  constexpr int kCount = 2048, kSize = 1000;
+  const GsoRun r =
+      run_gso({"--mode", "lossless", "--rate", "50mbit", "--frame-slots", "256"}, kCount, kSize);
+  ASSERT_TRUE(r.rx.is_object());
+  EXPECT_EQ(r.rx["got"], kCount) << r.rx.dump();
+  EXPECT_EQ(r.rx["bad"], 0) << r.rx.dump();
+  EXPECT_EQ(r.csum_errors, 0u);
+  const auto& sr = port(r.sw, "sr");
+  EXPECT_EQ(sr["enqueued"], kCount) << r.sw.dump();
+  EXPECT_EQ(sr["dequeued"], kCount) << r.sw.dump();
+  EXPECT_EQ(r.sw["totals"]["dropped"], 0) << r.sw.dump();
+  EXPECT_EQ(r.sw["totals"]["kernel_drops"], 0) << r.sw.dump();
+  EXPECT_EQ(port(r.sw, "s0")["oversized"], 0) << r.sw.dump();
+}
+
+TEST_F(SwitchGsoTest, EcnMarksUdpGsoSegmentsOneByOne) {
+  constexpr int kCount = 1024, kSize = 1000;
+  const GsoRun r = run_gso(
+      {"--mode", "ecn", "--rate", "50mbit", "--buffer", "4MB", "--ecn", "kmin=4KB,kmax=8KB,pmax=1"},
+      kCount, kSize);
+  ASSERT_TRUE(r.rx.is_object());
+  EXPECT_EQ(r.rx["got"], kCount) << r.rx.dump();
+  EXPECT_EQ(r.rx["bad"], 0) << r.rx.dump();
+  EXPECT_EQ(r.csum_errors, 0u);
+  const auto& sr = port(r.sw, "sr");
+  EXPECT_EQ(sr["enqueued"], kCount) << r.sw.dump();
+  EXPECT_EQ(sr["dropped_tail"], 0) << r.sw.dump();
+  // Every datagram queued behind 8 KB or more is marked; the receiver sees each mark.
+  const uint64_t marked = sr["ecn_marked"].get<uint64_t>();
+  EXPECT_GT(marked, kCount / 2u) << r.sw.dump();
+  EXPECT_LT(marked, uint64_t{kCount}) << r.sw.dump();
+  EXPECT_EQ(r.rx["ce"].get<uint64_t>(), marked) << r.rx.dump();
+  EXPECT_GT(port(r.sw, "s0")["gso_segmented"].get<uint64_t>(), 0u) << r.sw.dump();
+}
+
 // Bad values: one line naming the option and what is accepted, exit status 2 (no root).
 TEST(SwitchCli, BadValuesGiveOneLineErrors) {
   struct Case {
