@@ -524,11 +524,17 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
         // Joins the previous message if the kernel would cut it back out exactly.
         const TxDatagram& head = pkts[i + msg_first_[m - 1]];
         const size_t seg = head.data.size();
-        if (same_flow(head, d) && d.data.size() <= seg && !d.data.empty() &&
+        // A shorter datagram ends a run; but a lone head followed by a run of a smaller size
+        // (a WRITE's First packet carries a RETH, its Middles do not) is better left alone.
+        const bool shorter = d.data.size() < seg;
+        const bool starts_run = shorter && msg_count_[m - 1] == 1 && i + n + 1 < pkts.size() &&
+                                pkts[i + n + 1].data.size() == d.data.size() &&
+                                same_flow(d, pkts[i + n + 1]);
+        if (same_flow(head, d) && d.data.size() <= seg && !d.data.empty() && !starts_run &&
             msg_count_[m - 1] < kMaxGsoSegments && run_bytes + d.data.size() <= kMaxGsoBytes) {
           ++msg_count_[m - 1];
           run_bytes += d.data.size();
-          run_closed = d.data.size() < seg;
+          run_closed = shorter;
           ++n;
           continue;
         }

@@ -113,6 +113,24 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   for (const auto& g : got_big) EXPECT_EQ(g.bytes, big[0]);
 }
 
+// A WRITE's First packet (with a RETH) is 16 bytes longer than its Middles: it goes alone and
+// the Middles form the run, rather than the First taking one Middle and closing the run.
+TEST(UdpGso, LongerHeadGoesAloneAndTheRestIsOneRun) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> p;
+  p.push_back(bth_packet(0x10, 4116, 0xF0));
+  for (uint32_t i = 0; i < 10; ++i) p.push_back(bth_packet(0x10, 4100, static_cast<uint8_t>(i)));
+  std::vector<TxDatagram> burst;
+  for (const auto& d : p) burst.push_back(to(*b.value(), d));
+  ASSERT_EQ(a.value()->send_burst(burst), p.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
+  auto got = receive(*b.value(), p.size(), 2s);
+  ASSERT_EQ(got.size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i].bytes, p[i]) << i;
+}
+
 // GSO on and off deliver the same bytes; off sends no GSO message.
 TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
   const auto payloads = write_run();
