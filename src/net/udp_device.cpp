@@ -304,6 +304,10 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     }
   }
 
+  std::string gso_error;
+  const bool gso = config::env_flag("UROCE_GSO", options.gso, gso_error);
+  if (!gso_error.empty()) return NetError{EINVAL, gso_error};
+
   std::vector<std::unique_ptr<UdpPort>> udp_ports;
   auto path_log = std::make_shared<PathErrorLog>();
   int slot = options.slot;
@@ -316,6 +320,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     cfg.slot = slot;
     cfg.registry_dir = options.registry_dir;
     cfg.per_qp_source_port = options.per_qp_source_port;
+    cfg.gso = gso;
     cfg.path_log = path_log.get();
     auto opened = UdpPort::open(cfg);
     if (!opened) {

@@ -4,6 +4,7 @@
 #include <linux/filter.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -122,6 +123,13 @@ NetResult<bool> UdpPort::create_socket() {
   }
   // Each datagram then says how many the kernel dropped at this socket (rx_discards).
   setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
+  // A kernel without UDP_SEGMENT (before 4.18) would ignore the cmsg and send one huge
+  // datagram: use GSO only where the option is known.
+  if (config_.gso) {
+    int seg = 0;
+    socklen_t seg_len = sizeof seg;
+    gso_ = getsockopt(fd_, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
+  }
   SockAddr local = SockAddr::make(config_.local, config_.port, config_.scope_id);
   if (bind(fd_, local.get(), local.len) != 0) return bind_error(errno);
   if (config_.port == 0) {
@@ -478,43 +486,98 @@ int UdpPort::socket_for_sport(uint16_t sport) {
   return fd;
 }
 
+namespace {
+
+// The kernel's limits for one UDP_SEGMENT message (UDP_MAX_SEGMENTS; the UDP length field
+// less the IPv4 and UDP headers).
+constexpr size_t kMaxGsoSegments = 64;
+constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
+
+bool same_flow(const TxDatagram& a, const TxDatagram& b) {
+  return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
+         a.scope_id == b.scope_id;
+}
+
+}  // namespace
+
 size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
   size_t i = 0;
   size_t resent = pkts.size();  // the datagram already sent again after a reported ICMP error
+  size_t plain_until = 0;       // datagrams before this index go one per message (GSO refused)
   while (i < pkts.size()) {
     // One sendmmsg per run of datagrams leaving through the same socket. A datagram whose
     // source port cannot be had leaves through the main socket (and counts once it is sent).
     const int first = socket_for_sport(pkts[i].ip.sport);
     const int fd = first < 0 ? fd_ : first;
-    size_t n = 0;
+    const bool gso = gso_ && (gso_refused_.empty() || gso_refused_.count(fd) == 0);
+    size_t n = 0;  // datagrams in this call
+    size_t m = 0;  // messages in this call
+    size_t run_bytes = 0;
+    bool run_closed = false;  // the run's last datagram was shorter: nothing may follow it
     while (i + n < pkts.size() && n < kMaxBurst) {
       const TxDatagram& d = pkts[i + n];
       const int fd_n = n == 0 ? first : socket_for_sport(d.ip.sport);
       if ((fd_n < 0 ? fd_ : fd_n) != fd) break;
       fallback_[n] = fd_n < 0;
+      iovs_[n] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
+      if (gso && m > 0 && i + n >= plain_until && !run_closed) {
+        // Joins the previous message if the kernel would cut it back out exactly.
+        const TxDatagram& head = pkts[i + msg_first_[m - 1]];
+        const size_t seg = head.data.size();
+        // A shorter datagram ends a run; but a lone head followed by a run of a smaller size
+        // (a WRITE's First packet carries a RETH, its Middles do not) is better left alone.
+        const bool shorter = d.data.size() < seg;
+        const bool starts_run = shorter && msg_count_[m - 1] == 1 && i + n + 1 < pkts.size() &&
+                                pkts[i + n + 1].data.size() == d.data.size() &&
+                                same_flow(d, pkts[i + n + 1]);
+        if (same_flow(head, d) && d.data.size() <= seg && !d.data.empty() && !starts_run &&
+            msg_count_[m - 1] < kMaxGsoSegments && run_bytes + d.data.size() <= kMaxGsoBytes) {
+          ++msg_count_[m - 1];
+          run_bytes += d.data.size();
+          run_closed = shorter;
+          ++n;
+          continue;
+        }
+      }
       IpAddr dst;
       dst.bytes = d.ip.dst;
-      auto* name = reinterpret_cast<sockaddr*>(&names_[n]);
+      auto* name = reinterpret_cast<sockaddr*>(&names_[m]);
       SockAddr to = SockAddr::make(dst, d.ip.dport, d.scope_id);
       std::memcpy(name, &to.storage, to.len);
-      iovs_[n] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
-      msghdr& h = msgs_[n].msg_hdr;
+      msghdr& h = msgs_[m].msg_hdr;
       h = msghdr{};
       h.msg_name = name;
       h.msg_namelen = to.len;
       h.msg_iov = &iovs_[n];
-      h.msg_iovlen = 1;
-      h.msg_control = cmsgs_[n].bytes;
+      h.msg_control = cmsgs_[m].bytes;
+      msg_first_[m] = static_cast<uint16_t>(n);
+      msg_count_[m] = 1;
+      run_bytes = d.data.size();
+      run_closed = false;
+      ++m;
+      ++n;
+    }
+    for (size_t k = 0; k < m; ++k) {
+      msghdr& h = msgs_[k].msg_hdr;
+      h.msg_iovlen = msg_count_[k];
       h.msg_controllen = CMSG_SPACE(sizeof(int));
+      if (msg_count_[k] > 1) h.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
       cmsghdr* c = CMSG_FIRSTHDR(&h);
       c->cmsg_level = family_ == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
       c->cmsg_type = family_ == AF_INET ? IP_TOS : IPV6_TCLASS;
       c->cmsg_len = CMSG_LEN(sizeof(int));
-      const int tos = d.tos;
+      const int tos = pkts[i + msg_first_[k]].tos;
       std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
-      ++n;
+      if (msg_count_[k] > 1) {
+        c = CMSG_NXTHDR(&h, c);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const auto seg = static_cast<uint16_t>(pkts[i + msg_first_[k]].data.size());
+        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+      }
     }
-    int rc = sendmmsg(fd, msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    int rc = sendmmsg(fd, msgs_.data(), static_cast<unsigned>(m), MSG_DONTWAIT);
     if (rc < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS || err == EINTR) {
@@ -534,24 +597,46 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
         resent = i;
         continue;
       }
-      // The first datagram of the run failed for good: drop it, count why, go on.
+      const size_t count = msg_count_[0];
+      if (count > 1 && (err == EIO || err == EINVAL || err == EMSGSIZE || err == ENOPROTOOPT ||
+                        err == EOPNOTSUPP)) {
+        // The kernel refused the segmentation, not the datagrams: EIO (no checksum offload
+        // on the egress device) or an old kernel stays refused for this socket; EINVAL (a
+        // segment larger than the path MTU) is the datagrams' own fault, which sending them
+        // one by one reports as EMSGSIZE. Either way nothing is lost.
+        ++counters_.tx_gso_fallback;
+        if (err == EIO || err == ENOPROTOOPT || err == EOPNOTSUPP) gso_refused_.insert(fd);
+        plain_until = i + count;
+        continue;
+      }
+      // The first message of the run failed for good: drop its datagrams (one skb, so
+      // a netfilter drop takes the whole run), count why, go on.
       if (err == EMSGSIZE) {
         (void)drain_error_queue(fd, config_.path_log);  // the local error names the MTU
-        ++counters_.tx_drop_too_big;
-        if (config_.path_log != nullptr) config_.path_log->count_tx_too_big();
+        counters_.tx_drop_too_big += count;
+        if (config_.path_log != nullptr) {
+          for (size_t k = 0; k < count; ++k) config_.path_log->count_tx_too_big();
+        }
       } else {
-        ++counters_.tx_drop_error;
-        if (config_.path_log != nullptr) config_.path_log->count_tx_error();
+        counters_.tx_drop_error += count;
+        if (config_.path_log != nullptr) {
+          for (size_t k = 0; k < count; ++k) config_.path_log->count_tx_error();
+        }
       }
-      ++i;
+      i += count;
       continue;
     }
+    size_t sent = 0;
     for (int k = 0; k < rc; ++k) {
-      ++counters_.tx_packets;
-      counters_.tx_bytes += pkts[i + static_cast<size_t>(k)].data.size();
-      if (fallback_[static_cast<size_t>(k)]) ++counters_.tx_sport_fallback;
+      const size_t count = msg_count_[static_cast<size_t>(k)];
+      if (count > 1) ++counters_.tx_gso_messages;
+      for (size_t j = 0; j < count; ++j, ++sent) {
+        ++counters_.tx_packets;
+        counters_.tx_bytes += pkts[i + sent].data.size();
+        if (fallback_[sent]) ++counters_.tx_sport_fallback;
+      }
     }
-    i += static_cast<size_t>(rc);
+    i += sent;
   }
   return i;
 }

@@ -74,6 +74,12 @@ struct UdpPortConfig {
   // ICMP errors and EMSGSIZE of every socket of this port are recorded here (may be null;
   // must outlive the port).
   PathErrorLog* path_log = nullptr;
+  // UDP GSO (UDP_SEGMENT): a run of datagrams to one destination with one TOS and one size
+  // (the last may be shorter) leaves as one message, the kernel cutting it into datagrams.
+  // Off by default: the kernel numbers the segments' IPv4 IDs 0, 1, 2, ... and the ICRC
+  // covers the ID, so a peer that checks the real header (rxe, an RNIC) drops all but the
+  // first of each run (docs/performance.md "UDP GSO and GRO"). UROCE_GSO=1 turns it on.
+  bool gso = false;
 };
 
 struct TxDatagram {
@@ -117,6 +123,8 @@ struct UdpPortCounters {
   uint64_t tx_drop_too_big = 0;    // EMSGSIZE: larger than the path MTU with DF set
   uint64_t tx_drop_error = 0;      // other per-packet errors (unreachable, EPERM, ...)
   uint64_t tx_sport_fallback = 0;  // sent from the bound port, the asked sport unavailable
+  uint64_t tx_gso_messages = 0;    // messages of more than one datagram sent with UDP_SEGMENT
+  uint64_t tx_gso_fallback = 0;    // GSO messages the kernel refused, resent one by one
   uint64_t rx_packets = 0;
   uint64_t rx_bytes = 0;
   uint64_t rx_drop_truncated = 0;     // larger than the caller's buffer
@@ -247,6 +255,11 @@ class UdpPort {
   };
   std::array<CmsgBuf, kMaxBurst> cmsgs_{};
   std::array<bool, kMaxBurst> fallback_{};
+  // GSO: each message m of a sendmmsg covers datagrams [msg_first_[m], +msg_count_[m]).
+  bool gso_ = false;                     // config.gso and the kernel has UDP_SEGMENT
+  std::unordered_set<int> gso_refused_;  // sockets whose egress refused GSO (EIO)
+  std::array<uint16_t, kMaxBurst> msg_first_{};
+  std::array<uint16_t, kMaxBurst> msg_count_{};
 };
 
 }  // namespace uroce::net

@@ -1,0 +1,156 @@
+// UDP GSO on send (UdpPortConfig::gso): runs of datagrams to one destination with one TOS and
+// one size (the last may be shorter) leave as one UDP_SEGMENT message and arrive as the same
+// datagrams, byte-exact and in order; anything else splits the run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "net/udp_port.hpp"
+#include "net_test_util.hpp"
+
+namespace uroce::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::bth_packet;
+using testing::receive;
+using testing::unshared;
+
+UdpPortConfig with_gso(bool on) {
+  UdpPortConfig c = unshared("127.0.0.1");
+  c.gso = on;
+  return c;
+}
+
+TxDatagram to(const UdpPort& rx, std::span<const uint8_t> bytes, uint8_t tos = 0) {
+  TxDatagram d;
+  d.data = bytes;
+  d.ip.dst = rx.local().bytes;
+  d.ip.dport = rx.port();
+  d.tos = tos;
+  return d;
+}
+
+// 15 datagrams of 4112 bytes (a 4096-MTU RDMA WRITE packet) and a 1000-byte last one.
+std::vector<std::vector<uint8_t>> write_run() {
+  std::vector<std::vector<uint8_t>> p;
+  for (uint32_t i = 0; i < 15; ++i)
+    p.push_back(bth_packet(0x100 + i, 4100, static_cast<uint8_t>(i)));
+  p.push_back(bth_packet(0x200, 988, 0xEE));
+  return p;
+}
+
+TEST(UdpGso, OneRunIsOneMessageAndArrivesByteExact) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto payloads = write_run();
+  std::vector<TxDatagram> burst;
+  for (const auto& p : payloads) burst.push_back(to(*b.value(), p, 0x02));
+  ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
+  EXPECT_EQ(a.value()->counters().tx_gso_fallback, 0u);
+  EXPECT_EQ(a.value()->counters().tx_packets, payloads.size());
+  EXPECT_EQ(a.value()->counters().tx_bytes, 15u * 4112 + 1000);
+  auto got = receive(*b.value(), payloads.size(), 2s);
+  ASSERT_EQ(got.size(), payloads.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, payloads[i]) << i;
+    EXPECT_EQ(got[i].meta.tos, 0x02) << i;
+    EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
+  }
+  EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
+}
+
+// Destination, TOS and size changes cut the runs; a shorter datagram ends its run; more than
+// 64 segments or 65507 bytes start a new message.
+TEST(UdpGso, MixedBurstSplitsIntoRuns) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  auto c = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  std::vector<std::vector<uint8_t>> p;
+  for (uint32_t i = 0; i < 14; ++i) p.push_back(bth_packet(i, 988, static_cast<uint8_t>(i)));
+  p[7] = bth_packet(7, 500, 7);
+  p[11] = bth_packet(11, 100, 11);
+  p[12] = bth_packet(12, 988, 12);  // after a shorter one: a new run
+  std::vector<TxDatagram> burst;
+  const UdpPort* dst[14] = {b.value().get(), b.value().get(), b.value().get(), c.value().get(),
+                            c.value().get(), b.value().get(), b.value().get(), b.value().get(),
+                            b.value().get(), b.value().get(), b.value().get(), b.value().get(),
+                            b.value().get(), b.value().get()};
+  const uint8_t tos[14] = {0, 0, 0, 0, 0, 3, 3, 3, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < p.size(); ++i) burst.push_back(to(*dst[i], p[i], tos[i]));
+  // Messages: {0,1,2} {3,4} {5,6,7: 7 shorter, same flow} {8,9,10,11: 11 shorter} {12,13}.
+  ASSERT_EQ(a.value()->send_burst(burst), p.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u);
+  auto got_b = receive(*b.value(), 12, 2s);
+  auto got_c = receive(*c.value(), 2, 2s);
+  ASSERT_EQ(got_b.size(), 12u);
+  ASSERT_EQ(got_c.size(), 2u);
+  size_t kb = 0, kc = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const testing::Got& g = dst[i] == c.value().get() ? got_c[kc++] : got_b[kb++];
+    EXPECT_EQ(g.bytes, p[i]) << i;
+    EXPECT_EQ(g.meta.tos, tos[i]) << i;
+  }
+
+  // 70 equal datagrams: 64 segments at most per message -> 2 messages; 17 of 4112 bytes
+  // exceed 65507 bytes -> 15 + 2.
+  std::vector<std::vector<uint8_t>> small(70, bth_packet(0x300, 100, 1));
+  std::vector<TxDatagram> many;
+  for (const auto& s : small) many.push_back(to(*b.value(), s));
+  ASSERT_EQ(a.value()->send_burst(many), 64u + 6u);
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u);
+  EXPECT_EQ(receive(*b.value(), 70, 2s).size(), 70u);
+  std::vector<std::vector<uint8_t>> big(17, bth_packet(0x301, 4100, 2));
+  std::vector<TxDatagram> bigs;
+  for (const auto& s : big) bigs.push_back(to(*b.value(), s));
+  ASSERT_EQ(a.value()->send_burst(bigs), 17u);
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u + 2u);
+  auto got_big = receive(*b.value(), 17, 2s);
+  ASSERT_EQ(got_big.size(), 17u);
+  for (const auto& g : got_big) EXPECT_EQ(g.bytes, big[0]);
+}
+
+// A WRITE's First packet (with a RETH) is 16 bytes longer than its Middles: it goes alone and
+// the Middles form the run, rather than the First taking one Middle and closing the run.
+TEST(UdpGso, LongerHeadGoesAloneAndTheRestIsOneRun) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> p;
+  p.push_back(bth_packet(0x10, 4116, 0xF0));
+  for (uint32_t i = 0; i < 10; ++i) p.push_back(bth_packet(0x10, 4100, static_cast<uint8_t>(i)));
+  std::vector<TxDatagram> burst;
+  for (const auto& d : p) burst.push_back(to(*b.value(), d));
+  ASSERT_EQ(a.value()->send_burst(burst), p.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
+  auto got = receive(*b.value(), p.size(), 2s);
+  ASSERT_EQ(got.size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i].bytes, p[i]) << i;
+}
+
+// GSO on and off deliver the same bytes; off sends no GSO message.
+TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
+  const auto payloads = write_run();
+  std::vector<std::vector<std::vector<uint8_t>>> seen;
+  for (bool on : {false, true}) {
+    auto a = UdpPort::open(with_gso(on));
+    auto b = UdpPort::open(with_gso(false));
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<TxDatagram> burst;
+    for (const auto& p : payloads) burst.push_back(to(*b.value(), p));
+    ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+    EXPECT_EQ(a.value()->counters().tx_gso_messages, on ? 1u : 0u);
+    auto got = receive(*b.value(), payloads.size(), 2s);
+    std::vector<std::vector<uint8_t>> bytes;
+    for (auto& g : got) bytes.push_back(g.bytes);
+    seen.push_back(bytes);
+  }
+  EXPECT_EQ(seen[0], payloads);
+  EXPECT_EQ(seen[1], seen[0]);
+}
+
+}  // namespace
+}  // namespace uroce::net
