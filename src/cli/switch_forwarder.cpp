@@ -252,8 +252,8 @@ class Forwarder {
       if (b.i_big == b.n_big) return progress;
       const std::span<uint8_t> big = ports_[in]->oversized(b.i_big);
       const fabric::UdpGso g = fabric::udp_gso_parse(big);
-      // A segment must fit a slot; one that does not (slots set smaller than the sender's
-      // MTU by --frame-slot-bytes) goes whole, as a TCP super-frame does.
+      // A segment must fit a slot; one that does not (a sender whose MTU is above every
+      // switch port's, from which the slots are sized) goes whole, as a TCP super-frame does.
       if (!g.ok || g.segment_bytes(0) > o_.slot_bytes) {
         forward_oversized(in, big, now);
       } else {
