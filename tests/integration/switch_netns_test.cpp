@@ -150,7 +150,6 @@ struct FlowResult {
   int client_rc = -1, server_rc = -1;
   bool verified = false;
   double mb_per_s = 0;
-  uint32_t mtu = 0;  // the path MTU the client ran with
   std::string output;
 };
 
@@ -179,8 +178,8 @@ class SwitchNetnsTest : public ::testing::Test {
 
   // The switch namespace, the receiver (address .100, veth end "sr" in the switch) and n
   // senders (.1 ..., veth ends s0 ...). `bridge`: a Linux bridge joins them instead of
-  // `uroce switch`. `jumbo`: every veth gets a 9000-byte MTU, so the RoCE path MTU is 4096.
-  void build(int n, bool bridge, bool jumbo = false) {
+  // `uroce switch`.
+  void build(int n, bool bridge) {
     n_ = n;
     auto add_ns = [&](const std::string& ns) {
       ASSERT_TRUE(sh("ip netns add " + ns)) << ns;
@@ -197,11 +196,6 @@ class SwitchNetnsTest : public ::testing::Test {
         "ip -n " + rx_ + " addr add " + net_ + "100/24 dev p0", "ip -n " + rx_ + " link set p0 up",
         "ip -n " + sw_ + " link set sr up"};
     for (const std::string& c : cmds) ASSERT_TRUE(sh(c)) << c;
-    const std::string mtu = jumbo ? " mtu 9000" : "";
-    if (jumbo) {
-      ASSERT_TRUE(sh("ip -n " + rx_ + " link set p0" + mtu));
-      ASSERT_TRUE(sh("ip -n " + sw_ + " link set sr" + mtu));
-    }
     for (int i = 0; i < n; ++i) {
       const std::string s = sender(i);
       add_ns(s);
@@ -209,8 +203,7 @@ class SwitchNetnsTest : public ::testing::Test {
       for (const std::string& c :
            {"ip link add p0 netns " + s + " type veth peer name " + port + " netns " + sw_,
             "ip -n " + s + " addr add " + net_ + std::to_string(i + 1) + "/24 dev p0",
-            "ip -n " + s + " link set p0 up" + mtu,
-            "ip -n " + sw_ + " link set " + port + " up" + mtu}) {
+            "ip -n " + s + " link set p0 up", "ip -n " + sw_ + " link set " + port + " up"}) {
         ASSERT_TRUE(sh(c)) << c;
       }
     }
@@ -290,7 +283,6 @@ class SwitchNetnsTest : public ::testing::Test {
       if (j.is_object()) {
         f.verified = j.contains("verify") && j["verify"].value("passed", false) &&
                      j["verify"].value("checked_bytes", 0ull) > 0;
-        f.mtu = j.value("mtu", 0u);
         if (j.contains("results") && !j["results"].empty()) {
           f.mb_per_s = j["results"][0].value("bw_average", 0.0);
         }
@@ -396,22 +388,20 @@ TEST_F(SwitchNetnsTest, FourSendersLosslessNeverDrops) {
 // map DSCP >> 3), DWRR weights 1:1:1:3, every priority lossless. While both flows run, the
 // receiver's port sends three times the bytes of priority 3 as of priority 0: measured from
 // the switch's --stats-every samples, as the median over the 250 ms intervals in which both
-// queues sent (the flows start and stop a little apart). DWRR is work-conserving, so the
-// ratio holds only while both queues stay backlogged, i.e. while each sender (and the
-// receiver's ACKs) keeps up. A flow keeps its transport window, 128 packets, in flight: with
-// 1024-byte packets that is ~135 KB, ~30 ms of priority 3's queue at 50 Mbit/s, and a loaded
-// CI machine under ASan still starved it (median 2.72). Jumbo veths make the path MTU 4096:
-// ~530 KB, ~110 ms of queue.
+// queues sent (the flows start and stop a little apart). A flow keeps about 135 KB in flight
+// (its transport window), so its queue stays backlogged only while the sender keeps up:
+// 50 Mbit/s gives priority 3 ~30 ms of queue, which rides out a loaded machine's scheduling
+// gaps (at 200 Mbit/s, 11 ms did not: medians fell to 2.5 under load). A deeper queue is no
+// cure: at 20 Mbit/s, or 50 Mbit/s over jumbo veths (priority 0's queue delay 200-340 ms),
+// some ASan runs hung until the 40 s timeout (not fixed yet; most likely the retransmission
+// timer firing on packets that were only queued).
 TEST_F(SwitchNetnsTest, TwoSendersDwrrSharesTheBottleneckByWeight) {
-  build(2, false, /*jumbo=*/true);
+  build(2, false);
   auto sw = start_switch({"--mode", "lossless", "--rate", "50mbit", "--priorities", "4", "--dwrr",
                           "1,1,1,3", "--pfc", "xoff=1MB,xon=512KB", "--stats-every", "0.25"});
   const RunResult r = run_flows("none", 3, {0, 26 << 2});
   const nlohmann::json j = stop_switch(*sw);
   expect_all_verified(r);
-  for (const FlowResult& f : r.flows) EXPECT_EQ(f.mtu, 4096u) << f.output;
-  // A frame longer than a buffer would bypass the model: the buffers fit a 9000-byte MTU.
-  EXPECT_GE(j.value("frame_slot_bytes", 0u), 10u + 18u + 9000u) << j.dump();
   EXPECT_EQ(total(j, "dropped"), 0u) << j.dump();
   EXPECT_EQ(j.value("priorities", 0u), 4u);
   const nlohmann::json& prios = port(j, "sr")["priorities"];

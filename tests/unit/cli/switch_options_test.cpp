@@ -2,6 +2,8 @@
 // priority options (--pfc PRIO, --strict, --prio-map, --dwrr).
 #include "cli/switch_options.hpp"
 
+#include "cli/switch_forwarder.hpp"
+
 #include <gtest/gtest.h>
 
 namespace uroce::cli {
@@ -162,6 +164,16 @@ TEST(SwitchOptions, DwrrWeights) {
   EXPECT_EQ(e, "--dwrr: weight '1.5' is not valid; use an integer in 1..1000");
   EXPECT_FALSE(parse_dwrr("1,1,1,1,1,1,1,1,1", w, e));
   EXPECT_EQ(e, "--dwrr: more than 8 weights; give one per priority, e.g. 1,1,1,4");
+}
+
+// Frame buffers hold the largest port's MTU with vnet, Ethernet and VLAN headers: a buffer
+// smaller than a frame would send the frame around the queue model.
+TEST(SwitchOptions, FrameSlotsFitTheLargestPortMtu) {
+  EXPECT_EQ(frame_slot_bytes(1500), 2048u);  // never below 2 KiB
+  EXPECT_EQ(frame_slot_bytes(4096), 4160u);  // 10 + 14 + 4 + 4096 = 4124, in 64-byte lines
+  EXPECT_EQ(frame_slot_bytes(9000), 9088u);  // 9028 -> 9088
+  EXPECT_EQ(default_frame_slots(2048), 32768u);
+  EXPECT_EQ(default_frame_slots(9088), (64u << 20) / 9088u);
 }
 
 }  // namespace
