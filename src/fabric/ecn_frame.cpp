@@ -3,6 +3,8 @@
 
 #include <cstddef>
 
+#include "wire/byte_order.hpp"
+
 namespace uroce::fabric {
 namespace {
 
@@ -10,25 +12,17 @@ constexpr uint16_t kEthIpv4 = 0x0800;
 constexpr uint16_t kEthIpv6 = 0x86DD;
 constexpr uint16_t kEthVlan = 0x8100;
 
-struct L3 {
-  size_t offset = 0;
-  bool v4 = false;
-  bool found = false;
-};
+}  // namespace
 
-uint16_t be16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] << 8 | p[1]);
-}
-
-L3 find_l3(std::span<const uint8_t> f) {
-  L3 l3;
+IpHeaderAt ip_header_at(std::span<const uint8_t> f) {
+  IpHeaderAt l3;
   if (f.size() < 14) return l3;
   size_t off = 12;
-  uint16_t type = be16(&f[off]);
+  uint16_t type = wire::load_be16(&f[off]);
   if (type == kEthVlan) {
     if (f.size() < 18) return l3;
     off += 4;
-    type = be16(&f[off]);
+    type = wire::load_be16(&f[off]);
   }
   off += 2;
   if (type == kEthIpv4 && f.size() >= off + 20 && (f[off] >> 4) == 4 && (f[off] & 0x0F) >= 5 &&
@@ -40,10 +34,17 @@ L3 find_l3(std::span<const uint8_t> f) {
   return l3;
 }
 
-}  // namespace
+void set_ipv4_header_checksum(uint8_t* ip) {
+  const size_t ihl = (ip[0] & 0x0Fu) * 4;
+  ip[10] = ip[11] = 0;
+  uint32_t sum = 0;
+  for (size_t i = 0; i < ihl; i += 2) sum += wire::load_be16(&ip[i]);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  wire::store_be16(ip + 10, static_cast<uint16_t>(~sum));
+}
 
 FrameEcn frame_ecn(std::span<const uint8_t> frame) {
-  const L3 l3 = find_l3(frame);
+  const IpHeaderAt l3 = ip_header_at(frame);
   if (!l3.found) return {};
   const uint8_t* ip = &frame[l3.offset];
   // IPv4: TOS byte 1, ECN its low 2 bits. IPv6: traffic class spans bytes 0-1, ECN is bits
@@ -53,7 +54,7 @@ FrameEcn frame_ecn(std::span<const uint8_t> frame) {
 }
 
 bool mark_ce(std::span<uint8_t> frame) {
-  const L3 l3 = find_l3(frame);
+  const IpHeaderAt l3 = ip_header_at(frame);
   if (!l3.found) return false;
   uint8_t* ip = &frame[l3.offset];
   if (!l3.v4) {
@@ -61,14 +62,7 @@ bool mark_ce(std::span<uint8_t> frame) {
     return true;
   }
   ip[1] |= 0x03;
-  const size_t ihl = (ip[0] & 0x0Fu) * 4;
-  ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (size_t i = 0; i < ihl; i += 2) sum += be16(&ip[i]);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  const auto csum = static_cast<uint16_t>(~sum);
-  ip[10] = static_cast<uint8_t>(csum >> 8);
-  ip[11] = static_cast<uint8_t>(csum);
+  set_ipv4_header_checksum(ip);
   return true;
 }
 

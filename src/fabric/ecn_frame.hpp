@@ -6,6 +6,7 @@
 // valid end to end.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -19,6 +20,18 @@ struct FrameEcn {
   uint8_t dscp = 0;  // the upper 6 bits of the IPv4 TOS / IPv6 traffic class
   [[nodiscard]] bool ect() const { return ip && ecn != Ecn::kNotEct; }
 };
+
+// Where a frame's IP header starts (after Ethernet and at most one 802.1Q tag), for the
+// frame readers of this directory (ECN marks, UDP GSO segmentation).
+struct IpHeaderAt {
+  size_t offset = 0;  // into the frame
+  bool v4 = false;
+  bool found = false;  // IPv4 (whole header present) or IPv6 (fixed header present)
+};
+[[nodiscard]] IpHeaderAt ip_header_at(std::span<const uint8_t> frame);
+
+// Writes the header checksum of the IPv4 header at `ip` (its length from IHL).
+void set_ipv4_header_checksum(uint8_t* ip);
 
 [[nodiscard]] FrameEcn frame_ecn(std::span<const uint8_t> frame);
 

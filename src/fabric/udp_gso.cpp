@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include "fabric/ecn_frame.hpp"
+#include "wire/byte_order.hpp"
+
 namespace uroce::fabric {
 namespace {
 
@@ -10,16 +13,12 @@ constexpr uint8_t kGsoUdpL4 = 5;  // VIRTIO_NET_HDR_GSO_UDP_L4
 constexpr uint8_t kGsoEcn = 0x80;
 constexpr uint8_t kUdp = 17;
 
-uint16_t be16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] << 8 | p[1]);
-}
-void put16(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
+using wire::load_be16;
+using wire::store_be16;
+
 // One's-complement sum of big-endian 16-bit words (an odd last byte padded with zero).
 uint64_t sum16(const uint8_t* p, size_t n, uint64_t acc) {
-  for (; n >= 2; p += 2, n -= 2) acc += be16(p);
+  for (; n >= 2; p += 2, n -= 2) acc += load_be16(p);
   if (n == 1) acc += uint32_t{p[0]} << 8;
   return acc;
 }
@@ -42,26 +41,18 @@ UdpGso udp_gso_parse(std::span<const uint8_t> buf) {
   uint16_t gso_size = 0;
   std::memcpy(&gso_size, &buf[4], 2);  // virtio fields in the host's byte order (little endian)
   const std::span<const uint8_t> f = buf.subspan(kVnetHdrBytes);
-  uint32_t off = 12;
-  uint16_t type = be16(&f[off]);
-  if (type == 0x8100) {
-    if (f.size() < 18) return g;
-    off += 4;
-    type = be16(&f[off]);
-  }
-  off += 2;
-  if (type == 0x0800) {
-    if (f.size() < off + 20 || (f[off] >> 4) != 4) return g;
+  const IpHeaderAt ip = ip_header_at(f);
+  if (!ip.found) return g;
+  const uint32_t off = static_cast<uint32_t>(ip.offset);
+  if (ip.v4) {
     const uint32_t ihl = (f[off] & 0x0Fu) * 4;
     // Not a fragment (MF or an offset), and UDP.
-    if (ihl < 20 || (be16(&f[off + 6]) & 0x3FFF) != 0 || f[off + 9] != kUdp) return g;
+    if ((load_be16(&f[off + 6]) & 0x3FFF) != 0 || f[off + 9] != kUdp) return g;
     g.v4 = true;
     g.l4 = off + ihl;
-  } else if (type == 0x86DD) {
-    if (f.size() < off + 40 || (f[off] >> 4) != 6 || f[off + 6] != kUdp) return g;
-    g.l4 = off + 40;
   } else {
-    return g;
+    if (f[off + 6] != kUdp) return g;
+    g.l4 = off + 40;
   }
   g.l3 = off;
   if (f.size() < g.l4 + 8 + 1 || gso_size == 0) return g;
@@ -88,21 +79,20 @@ uint32_t udp_gso_segment(const UdpGso& g, std::span<const uint8_t> buf, uint32_t
   uint64_t pseudo = 0;
   if (g.v4) {
     const uint32_t ihl = g.l4 - g.l3;
-    put16(ip + 2, ihl + udp_len);
-    put16(ip + 4, (be16(ip + 4) + k) & 0xFFFF);
-    put16(ip + 10, 0);
-    put16(ip + 10, static_cast<uint16_t>(~fold(sum16(ip, ihl, 0))));
+    store_be16(ip + 2, static_cast<uint16_t>(ihl + udp_len));
+    store_be16(ip + 4, static_cast<uint16_t>(load_be16(ip + 4) + k));
+    set_ipv4_header_checksum(ip);
     pseudo = sum16(ip + 12, 8, 0);
   } else {
-    put16(ip + 4, udp_len);
+    store_be16(ip + 4, static_cast<uint16_t>(udp_len));
     pseudo = sum16(ip + 8, 32, 0);
   }
   pseudo += kUdp + udp_len;
-  put16(udp + 4, udp_len);
-  put16(udp + 6, 0);
+  store_be16(udp + 4, static_cast<uint16_t>(udp_len));
+  store_be16(udp + 6, 0);
   auto csum = static_cast<uint16_t>(~fold(sum16(udp, udp_len, pseudo)));
   if (csum == 0) csum = 0xFFFF;  // 0 means "no checksum" (and is invalid over IPv6)
-  put16(udp + 6, csum);
+  store_be16(udp + 6, csum);
   return bytes;
 }
 
