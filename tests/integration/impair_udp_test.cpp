@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "device/device.hpp"
 #include "device_integration_util.hpp"
@@ -118,6 +119,14 @@ TEST_F(ImpairUdpTest, CeMarksReachTheNotificationPointThroughTheKernel) {
   // ...and B saw CE on each (IP_TOS on send, IP_RECVTOS on receive) and answered with CNPs.
   EXPECT_EQ(b_->dev.counters()[Counter::kNpEcnMarkedRocePackets], marked);
   EXPECT_GT(b_->dev.counters()[Counter::kNpCnpSent], 0u);
+  // The last CNPs can still be on their way when A's last completion arrives (B may send a
+  // CNP after the ACK that completes the WRITE), so A gets a bounded wait to handle them;
+  // every CNP B sent must then have been handled, one for one.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (a_->dev.counters()[Counter::kRpCnpHandled] < b_->dev.counters()[Counter::kNpCnpSent] &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(a_->dev.counters()[Counter::kRpCnpHandled], b_->dev.counters()[Counter::kNpCnpSent]);
 }
 
