@@ -18,6 +18,7 @@
 #include <random>
 
 #include "net/netdev.hpp"
+#include "wire/byte_order.hpp"
 
 namespace uroce::net {
 namespace {
@@ -500,6 +501,37 @@ bool same_flow(const TxDatagram& a, const TxDatagram& b) {
 
 }  // namespace
 
+void UdpPort::append_segment(size_t msg, size_t datagram, std::span<const uint8_t> bytes,
+                             size_t segment, size_t& v) {
+  msghdr& h = msgs_[msg].msg_hdr;
+  auto* p = const_cast<uint8_t*>(bytes.data());
+  if (family_ != AF_INET || bytes.size() < wire::kIcrcLen) {
+    iovs_[v++] = iovec{p, bytes.size()};  // IPv6 has no ID: the packet leaves as sealed
+    ++h.msg_iovlen;
+    return;
+  }
+  // The kernel gives segment k of the message IPv4 ID k (the message itself gets ID 0 from an
+  // unconnected socket with DF, and inet_gso_segment counts up from there), and the ICRC
+  // covers the ID while the engine sealed every packet for ID 0. So the ICRC leaves from a
+  // scratch word corrected for ID k; the packet itself is untouched, and a message the kernel
+  // refuses is resent one datagram per message, each with ID 0, as sealed.
+  wire::Ipv4IdIcrcDelta* delta = nullptr;
+  for (auto& d : id_deltas_) {
+    if (d.roce_len() == bytes.size()) delta = &d;
+  }
+  if (delta == nullptr) {  // a run has at most two sizes: full segments and a shorter tail
+    delta = &id_deltas_[next_id_delta_];
+    next_id_delta_ = (next_id_delta_ + 1) % id_deltas_.size();
+    *delta = wire::Ipv4IdIcrcDelta(bytes.size());
+  }
+  const size_t body = bytes.size() - wire::kIcrcLen;
+  const uint32_t icrc = wire::load_le32(p + body) ^ (*delta)(static_cast<uint16_t>(segment));
+  wire::store_le32(segment_icrc_[datagram].data(), icrc);
+  iovs_[v++] = iovec{p, body};
+  iovs_[v++] = iovec{segment_icrc_[datagram].data(), wire::kIcrcLen};
+  h.msg_iovlen += 2;
+}
+
 size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
   size_t i = 0;
   size_t resent = pkts.size();  // the datagram already sent again after a reported ICMP error
@@ -512,6 +544,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
     const bool gso = gso_ && (gso_refused_.empty() || gso_refused_.count(fd) == 0);
     size_t n = 0;  // datagrams in this call
     size_t m = 0;  // messages in this call
+    size_t v = 0;  // iovecs in this call
     size_t run_bytes = 0;
     bool run_closed = false;  // the run's last datagram was shorter: nothing may follow it
     while (i + n < pkts.size() && n < kMaxBurst) {
@@ -519,7 +552,6 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       const int fd_n = n == 0 ? first : socket_for_sport(d.ip.sport);
       if ((fd_n < 0 ? fd_ : fd_n) != fd) break;
       fallback_[n] = fd_n < 0;
-      iovs_[n] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
       if (gso && m > 0 && i + n >= plain_until && !run_closed) {
         // Joins the previous message if the kernel would cut it back out exactly.
         const TxDatagram& head = pkts[i + msg_first_[m - 1]];
@@ -532,6 +564,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
                                 same_flow(d, pkts[i + n + 1]);
         if (same_flow(head, d) && d.data.size() <= seg && !d.data.empty() && !starts_run &&
             msg_count_[m - 1] < kMaxGsoSegments && run_bytes + d.data.size() <= kMaxGsoBytes) {
+          append_segment(m - 1, n, d.data, msg_count_[m - 1], v);
           ++msg_count_[m - 1];
           run_bytes += d.data.size();
           run_closed = shorter;
@@ -548,7 +581,9 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       h = msghdr{};
       h.msg_name = name;
       h.msg_namelen = to.len;
-      h.msg_iov = &iovs_[n];
+      h.msg_iov = &iovs_[v];
+      h.msg_iovlen = 1;
+      iovs_[v++] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
       h.msg_control = cmsgs_[m].bytes;
       msg_first_[m] = static_cast<uint16_t>(n);
       msg_count_[m] = 1;
@@ -559,7 +594,6 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
     }
     for (size_t k = 0; k < m; ++k) {
       msghdr& h = msgs_[k].msg_hdr;
-      h.msg_iovlen = msg_count_[k];
       h.msg_controllen = CMSG_SPACE(sizeof(int));
       if (msg_count_[k] > 1) h.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
       cmsghdr* c = CMSG_FIRSTHDR(&h);

@@ -53,6 +53,7 @@
 #include "net/result.hpp"
 #include "net/reuseport_program.hpp"
 #include "net/reuseport_registry.hpp"
+#include "wire/header_layout.hpp"
 #include "wire/icrc.hpp"
 
 namespace uroce::net {
@@ -205,6 +206,10 @@ class UdpPort {
   [[nodiscard]] bool a_watched_member_exited() const;
   int socket_for_sport(uint16_t sport);
   bool keep_datagram(RxDatagram& d);
+  // Adds datagram number `datagram` of the burst to message `msg` as its segment `segment`
+  // (>= 1), at iovec `v` onwards.
+  void append_segment(size_t msg, size_t datagram, std::span<const uint8_t> bytes, size_t segment,
+                      size_t& v);
   void fill_meta(const msghdr& h, RxDatagram& d);
   // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
   void note_kernel_drops(uint32_t cumulative);
@@ -248,7 +253,7 @@ class UdpPort {
 
   // Per-burst scratch, allocated once.
   std::array<mmsghdr, kMaxBurst> msgs_{};
-  std::array<iovec, kMaxBurst> iovs_{};
+  std::array<iovec, 2 * kMaxBurst> iovs_{};  // a GSO segment may take two (append_segment)
   std::array<sockaddr_storage, kMaxBurst> names_{};
   struct alignas(cmsghdr) CmsgBuf {
     uint8_t bytes[160];  // TOS/TCLASS, TTL/HOPLIMIT, PKTINFO, RXQ_OVFL with room
@@ -260,6 +265,12 @@ class UdpPort {
   std::unordered_set<int> gso_refused_;  // sockets whose egress refused GSO (EIO)
   std::array<uint16_t, kMaxBurst> msg_first_{};
   std::array<uint16_t, kMaxBurst> msg_count_{};
+  // IPv4 GSO segments after a message's first leave with their ICRC corrected for the ID the
+  // kernel gives them (append_segment): one word per datagram, and the corrections for the
+  // last two packet sizes seen.
+  std::array<std::array<uint8_t, wire::kIcrcLen>, kMaxBurst> segment_icrc_{};
+  std::array<wire::Ipv4IdIcrcDelta, 2> id_deltas_{};
+  size_t next_id_delta_ = 0;
 };
 
 }  // namespace uroce::net

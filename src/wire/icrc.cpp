@@ -226,6 +226,26 @@ IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_w
                                                                : IcrcResult::kBad;
 }
 
+Ipv4IdIcrcDelta::Ipv4IdIcrcDelta(size_t roce_len_with_icrc) : roce_len_(roce_len_with_icrc) {
+  // The pseudo message is the LRH stand-in, IPv4 and UDP headers and the packet without its
+  // ICRC; a byte at offset p is followed by message_len - 1 - p bytes.
+  const size_t n = roce_len_with_icrc < kIcrcLen ? 0 : roce_len_with_icrc - kIcrcLen;
+  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  op_id_high_ = x_pow_8n_mod_p(message_len - 1 - kIdOffset);
+  op_id_low_ = x_pow_8n_mod_p(message_len - 2 - kIdOffset);
+}
+
+uint32_t Ipv4IdIcrcDelta::operator()(uint16_t id) const {
+  uint32_t delta = 0;
+  if (const auto high = static_cast<uint8_t>(id >> 8); high != 0) {
+    delta ^= gf2_multiply_mod_p(op_id_high_, crc32_byte_linear(high));
+  }
+  if (const auto low = static_cast<uint8_t>(id); low != 0) {
+    delta ^= gf2_multiply_mod_p(op_id_low_, crc32_byte_linear(low));
+  }
+  return delta;
+}
+
 bool verify_icrc_ip_datagram(std::span<const uint8_t> d) {
   if (d.empty()) return false;
   const uint8_t version = d[0] >> 4;

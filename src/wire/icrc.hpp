@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -58,6 +59,25 @@ enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
 // Exact check with the full IP datagram (IP header .. ICRC); false also for a datagram that
 // is not IPv4/IPv6 carrying UDP, or too short for IP + UDP + BTH + ICRC.
 [[nodiscard]] bool verify_icrc_ip_datagram(std::span<const uint8_t> ip_datagram_with_icrc);
+
+// What the ICRC of a packet sealed for IPv4 ID 0 must be XORed with to be right for ID `id`
+// (same packet, same length): the kernel numbers the datagrams it cuts from one UDP GSO
+// message 0, 1, 2, ... (see Ipv4IdIcrcDelta). CRC-32 is affine, so the change depends only on
+// the ID bits and how many bytes follow them.
+class Ipv4IdIcrcDelta {
+ public:
+  Ipv4IdIcrcDelta() = default;
+  // For RoCE packets of `roce_len_with_icrc` bytes (BTH .. ICRC) over IPv4 without options.
+  explicit Ipv4IdIcrcDelta(size_t roce_len_with_icrc);
+  [[nodiscard]] size_t roce_len() const { return roce_len_; }
+  // XOR for the ICRC as a number (store_le32 it into the packet's last 4 bytes).
+  [[nodiscard]] uint32_t operator()(uint16_t id) const;
+
+ private:
+  size_t roce_len_ = 0;
+  uint32_t op_id_high_ = 0;  // x^(8 k) mod P for the k bytes after the ID's high byte
+  uint32_t op_id_low_ = 0;   // ... and after its low byte
+};
 
 // Plain CRC-32 (zlib-compatible) through ISA-L; `crc` chains calls (start with 0). Clears the
 // upper vector state after ISA-L's AVX-512 kernel (see icrc.cpp): call ISA-L through this.

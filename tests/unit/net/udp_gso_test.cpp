@@ -7,6 +7,7 @@
 
 #include "net/udp_port.hpp"
 #include "net_test_util.hpp"
+#include "wire/byte_order.hpp"
 
 namespace uroce::net {
 namespace {
@@ -29,6 +30,16 @@ TxDatagram to(const UdpPort& rx, std::span<const uint8_t> bytes, uint8_t tos = 0
   d.ip.dport = rx.port();
   d.tos = tos;
   return d;
+}
+
+// What a datagram sent as segment `k` of a GSO message carries over IPv4: the kernel gives the
+// segment IPv4 ID k, so the port corrects the ICRC (the last 4 bytes) for it; the rest is as
+// sent.
+std::vector<uint8_t> as_segment(std::vector<uint8_t> bytes, uint16_t k) {
+  const size_t at = bytes.size() - wire::kIcrcLen;
+  wire::store_le32(&bytes[at],
+                   wire::load_le32(&bytes[at]) ^ wire::Ipv4IdIcrcDelta(bytes.size())(k));
+  return bytes;
 }
 
 // 15 datagrams of 4112 bytes (a 4096-MTU RDMA WRITE packet) and a 1000-byte last one.
@@ -55,7 +66,8 @@ TEST(UdpGso, OneRunIsOneMessageAndArrivesByteExact) {
   auto got = receive(*b.value(), payloads.size(), 2s);
   ASSERT_EQ(got.size(), payloads.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].bytes, payloads[i]) << i;
+    EXPECT_EQ(got[i].bytes, as_segment(payloads[i], static_cast<uint16_t>(i))) << i;
+    EXPECT_NE(i == 0, got[i].bytes != payloads[i]) << i;  // only the first leaves as sealed
     EXPECT_EQ(got[i].meta.tos, 0x02) << i;
     EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
   }
@@ -80,6 +92,7 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
                             b.value().get(), b.value().get(), b.value().get(), b.value().get(),
                             b.value().get(), b.value().get()};
   const uint8_t tos[14] = {0, 0, 0, 0, 0, 3, 3, 3, 0, 0, 0, 0, 0, 0};
+  const uint16_t segment[14] = {0, 1, 2, 0, 1, 0, 1, 2, 0, 1, 2, 3, 0, 1};
   for (size_t i = 0; i < p.size(); ++i) burst.push_back(to(*dst[i], p[i], tos[i]));
   // Messages: {0,1,2} {3,4} {5,6,7: 7 shorter, same flow} {8,9,10,11: 11 shorter} {12,13}.
   ASSERT_EQ(a.value()->send_burst(burst), p.size());
@@ -91,7 +104,7 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   size_t kb = 0, kc = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     const testing::Got& g = dst[i] == c.value().get() ? got_c[kc++] : got_b[kb++];
-    EXPECT_EQ(g.bytes, p[i]) << i;
+    EXPECT_EQ(g.bytes, as_segment(p[i], segment[i])) << i;
     EXPECT_EQ(g.meta.tos, tos[i]) << i;
   }
 
@@ -102,7 +115,12 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   for (const auto& s : small) many.push_back(to(*b.value(), s));
   ASSERT_EQ(a.value()->send_burst(many), 64u + 6u);
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u);
-  EXPECT_EQ(receive(*b.value(), 70, 2s).size(), 70u);
+  auto got_many = receive(*b.value(), 70, 2s);
+  ASSERT_EQ(got_many.size(), 70u);
+  for (size_t i = 0; i < got_many.size(); ++i) {
+    EXPECT_EQ(got_many[i].bytes, as_segment(small[i], static_cast<uint16_t>(i < 64 ? i : i - 64)))
+        << i;
+  }
   std::vector<std::vector<uint8_t>> big(17, bth_packet(0x301, 4100, 2));
   std::vector<TxDatagram> bigs;
   for (const auto& s : big) bigs.push_back(to(*b.value(), s));
@@ -110,7 +128,10 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u + 2u);
   auto got_big = receive(*b.value(), 17, 2s);
   ASSERT_EQ(got_big.size(), 17u);
-  for (const auto& g : got_big) EXPECT_EQ(g.bytes, big[0]);
+  for (size_t i = 0; i < got_big.size(); ++i) {
+    EXPECT_EQ(got_big[i].bytes, as_segment(big[i], static_cast<uint16_t>(i < 15 ? i : i - 15)))
+        << i;
+  }
 }
 
 // A WRITE's First packet (with a RETH) is 16 bytes longer than its Middles: it goes alone and
@@ -128,10 +149,14 @@ TEST(UdpGso, LongerHeadGoesAloneAndTheRestIsOneRun) {
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
   auto got = receive(*b.value(), p.size(), 2s);
   ASSERT_EQ(got.size(), p.size());
-  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i].bytes, p[i]) << i;
+  EXPECT_EQ(got[0].bytes, p[0]);
+  for (size_t i = 1; i < p.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, as_segment(p[i], static_cast<uint16_t>(i - 1))) << i;
+  }
 }
 
-// GSO on and off deliver the same bytes; off sends no GSO message.
+// GSO on and off deliver the same packets; off sends no GSO message, and on, each segment's
+// ICRC is the one for the IPv4 ID the kernel gives it.
 TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
   const auto payloads = write_run();
   std::vector<std::vector<std::vector<uint8_t>>> seen;
@@ -149,7 +174,10 @@ TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
     seen.push_back(bytes);
   }
   EXPECT_EQ(seen[0], payloads);
-  EXPECT_EQ(seen[1], seen[0]);
+  ASSERT_EQ(seen[1].size(), payloads.size());
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    EXPECT_EQ(seen[1][i], as_segment(payloads[i], static_cast<uint16_t>(i))) << i;
+  }
 }
 
 }  // namespace

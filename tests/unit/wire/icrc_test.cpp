@@ -270,6 +270,31 @@ TEST(Icrc, AnyFlippedBitFailsVerification) {
   }
 }
 
+// A packet sealed for ID 0 and corrected with Ipv4IdIcrcDelta carries exactly the ICRC of
+// the same packet sealed for the ID the kernel gives a GSO segment, and the exact check over a
+// full IP header with that ID (as rxe or an RNIC does it) accepts it.
+TEST(Icrc, IdDeltaTurnsAnId0IcrcIntoTheIcrcForThatId) {
+  std::mt19937_64 rng(11);
+  for (size_t len : {0, 1, 256, 1024, 4096}) {
+    auto roce = sample_packet(rng, len);
+    IpContext ctx = v4_ctx();
+    write_icrc(ctx, roce);
+    const uint32_t sealed_for_0 = load_le32(&roce[roce.size() - 4]);
+    const Ipv4IdIcrcDelta delta(roce.size());
+    EXPECT_EQ(delta(0), 0u);
+    for (uint32_t id : {1u, 2u, 3u, 63u, 64u, 255u, 256u, 0x1234u, 0xFFFFu}) {
+      IpContext with_id = ctx;
+      with_id.ipv4_id = static_cast<uint16_t>(id);
+      const uint32_t want = icrc_of(with_id, std::span(roce).first(roce.size() - 4));
+      ASSERT_EQ(sealed_for_0 ^ delta(static_cast<uint16_t>(id)), want) << len << " id " << id;
+      auto fixed = roce;
+      store_le32(&fixed[fixed.size() - 4], want);
+      EXPECT_TRUE(verify_icrc_ip_datagram(datagram(with_id, fixed, 0x02, 64, 0xABCD, 0x1234)));
+      EXPECT_FALSE(verify_icrc_ip_datagram(datagram(with_id, roce, 0x02, 64, 0xABCD, 0x1234)));
+    }
+  }
+}
+
 TEST(Icrc, Ipv6HasNoModuloPath) {
   std::mt19937_64 rng(8);
   auto roce = sample_packet(rng, 16);
