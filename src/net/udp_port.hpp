@@ -77,9 +77,8 @@ struct UdpPortConfig {
   PathErrorLog* path_log = nullptr;
   // UDP GSO (UDP_SEGMENT): a run of datagrams to one destination with one TOS and one size
   // (the last may be shorter) leaves as one message, the kernel cutting it into datagrams.
-  // Off by default: the kernel numbers the segments' IPv4 IDs 0, 1, 2, ... and the ICRC
-  // covers the ID, so a peer that checks the real header (rxe, an RNIC) drops all but the
-  // first of each run (docs/performance.md "UDP GSO and GRO"). UROCE_GSO=1 turns it on.
+  // Segment k gets IPv4 ID k, which the ICRC covers: append_segment() seals each for its ID
+  // (docs/performance.md "UDP GSO and GRO"). Off here; UdpDevice turns it on (UROCE_GSO).
   bool gso = false;
 };
 

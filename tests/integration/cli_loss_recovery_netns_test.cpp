@@ -88,6 +88,9 @@ class LossRecoveryNetns : public ::testing::Test {
     }
     for (auto* env : {&env_a_, &env_b_}) {
       env->vars.erase("UROCE_PORT");
+      // The rule drops 5 % of skbs, and a UDP GSO message is one skb up to the receiving
+      // socket: per-packet loss needs one datagram per packet.
+      env->vars["UROCE_GSO"] = "0";
       char tmpl[] = "/tmp/uroce-lossrec-XXXXXX";
       ASSERT_NE(mkdtemp(tmpl), nullptr);
       env->vars["XDG_RUNTIME_DIR"] = tmpl;

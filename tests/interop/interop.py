@@ -196,10 +196,15 @@ class Harness:
         try:
             server_cmd = case.server_cmd()
             client_cmd = case.client_cmd(GUEST_IP if case.server == "guest" else HOST_IP)
+            host_env = dict(self.env if case.dropin else self.plain_env)
+            if case.loss_percent:
+                # The output rule drops skbs, and a UDP GSO message is one skb there: per-packet
+                # loss needs one datagram per packet.
+                host_env["UROCE_GSO"] = "0"
             if case.server == "guest":
                 sj = guest.spawn(server_cmd)
             else:
-                hj = HostJob(server_cmd, self.env if case.dropin else self.plain_env)
+                hj = HostJob(server_cmd, host_env)
             end = time.time() + 20
             while time.time() < end:
                 up = (self.guest_listening(guest, case.tcp_port) if case.server == "guest"
@@ -208,7 +213,7 @@ class Harness:
                     break
                 time.sleep(0.2)
             if case.server == "guest":
-                client = HostJob(client_cmd, self.env if case.dropin else self.plain_env).wait(case.timeout)
+                client = HostJob(client_cmd, host_env).wait(case.timeout)
             else:
                 client = guest.run(client_cmd, case.timeout)
             # A failed client leaves the server waiting for ever: give it a moment, not the budget.
