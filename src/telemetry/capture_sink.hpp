@@ -6,11 +6,12 @@
 //
 // IPv4 ID: RoCE v2 masks TTL, TOS, checksum and flow label out of the ICRC, not the ID
 // (docs/wire-facts.md), so a frame must carry the ID the ICRC was computed with to verify.
-// Sent frames get ID 0 + DF, which is what uroce computes its ICRC
-// with and what the kernel writes for a DF socket. A UDP socket does not see a received
-// packet's ID, so received frames are written with ID 0 + DF too: for packets from uroce
-// peers that is exact; from rxe or a hardware NIC (random or counting IDs) tshark may show
-// icrc_ok false on received frames although the packet was fine (docs/diagnosing.md).
+// Sent frames get ID 0 + DF, which is what the engine seals its ICRC for (the port corrects a
+// UDP GSO segment's ICRC for the ID the kernel gives it on the wire; the capture keeps the
+// packet as sealed). A UDP socket does not see a received packet's ID, but the ICRC covers it:
+// received frames get the ID and DF that explain their ICRC (wire::solve_ipv4_id: a GSO
+// segment's k, rxe's changing IDs), so they verify exactly too; a corrupted packet, which no
+// ID explains, is written with ID 0 + DF and shows icrc_ok false.
 #pragma once
 
 #include <cstdint>

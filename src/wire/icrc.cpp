@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "wire/byte_order.hpp"
 #include "wire/crc32_algebra.hpp"
@@ -115,28 +116,47 @@ class IdSubspace {
     add_byte_bits(kFlagsOffset, kIpv4DfBit);
   }
 
-  [[nodiscard]] bool contains(uint32_t v) const { return reduce(v) == 0; }
+  [[nodiscard]] bool contains(uint32_t v) const { return reduce(v).first == 0; }
+
+  // Which of the 17 generators (bit g: generator g in insertion order: the ID's high byte
+  // bits 0..7, its low byte bits 0..7, DF) XOR to `v`; nullopt when none do. Unique: the 17
+  // are independent (icrc_test checks all 2^17 combinations differ).
+  [[nodiscard]] std::optional<uint32_t> solve(uint32_t v) const {
+    const auto [rest, generators] = reduce(v);
+    if (rest != 0) return std::nullopt;
+    return generators;
+  }
 
  private:
-  [[nodiscard]] uint32_t reduce(uint32_t v) const {
+  // (what is left of v, which generators were taken away)
+  [[nodiscard]] std::pair<uint32_t, uint32_t> reduce(uint32_t v) const {
+    uint32_t taken = 0;
     for (int i = 31; i >= 0 && v != 0; --i) {
-      if ((v >> i) & 1) v ^= basis_[i];
-      if ((v >> i) & 1) return v;  // no basis vector with this pivot: outside the span
+      if ((v >> i) & 1) {
+        v ^= basis_[i];
+        taken ^= generators_[i];
+      }
+      if ((v >> i) & 1) return {v, taken};  // no basis vector with this pivot: outside the span
     }
-    return v;
+    return {v, taken};
   }
   void insert(uint32_t v) {
+    uint32_t generators = 1u << inserted_++;
     for (int i = 31; i >= 0 && v != 0; --i) {
       if (!((v >> i) & 1)) continue;
       if (basis_[i] == 0) {
         basis_[i] = v;
+        generators_[i] = generators;
         return;
       }
       v ^= basis_[i];
+      generators ^= generators_[i];
     }
   }
 
   std::array<uint32_t, 32> basis_{};
+  std::array<uint32_t, 32> generators_{};  // basis_[i] is the XOR of these generators
+  int inserted_ = 0;
 };
 
 // Per-thread cache of subspaces by pseudo message length: a receiver sees few distinct
@@ -224,6 +244,23 @@ IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_w
   const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
   return id_subspace(message_len).contains(computed ^ carried) ? IcrcResult::kOkModuloIpv4Id
                                                                : IcrcResult::kBad;
+}
+
+std::optional<Ipv4IdAndDf> solve_ipv4_id(const IpContext& ctx,
+                                         std::span<const uint8_t> roce_with_icrc) {
+  if (ctx.ipv6 || roce_with_icrc.size() < kBthLen + kIcrcLen) return std::nullopt;
+  const size_t n = roce_with_icrc.size() - kIcrcLen;
+  IpContext zero = ctx;
+  zero.ipv4_id = 0;
+  zero.ipv4_df = false;
+  const uint32_t residual =
+      icrc_of(zero, roce_with_icrc.first(n)) ^ load_le32(roce_with_icrc.data() + n);
+  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  const auto g = id_subspace(message_len).solve(residual);
+  if (!g) return std::nullopt;
+  // Generators 0..7 are the ID's high byte bits, 8..15 its low byte bits, 16 DF.
+  return Ipv4IdAndDf{.id = static_cast<uint16_t>(((*g & 0xFF) << 8) | ((*g >> 8) & 0xFF)),
+                     .df = ((*g >> 16) & 1) != 0};
 }
 
 Ipv4IdIcrcDelta::Ipv4IdIcrcDelta(size_t roce_len_with_icrc) : roce_len_(roce_len_with_icrc) {

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 namespace uroce::wire {
@@ -59,6 +60,17 @@ enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
 // Exact check with the full IP datagram (IP header .. ICRC); false also for a datagram that
 // is not IPv4/IPv6 carrying UDP, or too short for IP + UDP + BTH + ICRC.
 [[nodiscard]] bool verify_icrc_ip_datagram(std::span<const uint8_t> ip_datagram_with_icrc);
+
+// The IPv4 ID and DF bit that the sender's header must have had for `roce_with_icrc`'s ICRC to
+// be right, knowing only what a UDP socket sees (ctx's own ID and DF are ignored); nullopt
+// for IPv6 or when no ID and DF explain it (a corrupted packet). For captures of received
+// packets: the header they record is then the one the ICRC was computed over.
+struct Ipv4IdAndDf {
+  uint16_t id = 0;
+  bool df = false;
+};
+[[nodiscard]] std::optional<Ipv4IdAndDf> solve_ipv4_id(const IpContext& ctx,
+                                                       std::span<const uint8_t> roce_with_icrc);
 
 // What the ICRC of a packet sealed for IPv4 ID 0 must be XORed with to be right for ID `id`
 // (same packet, same length): the kernel numbers the datagrams it cuts from one UDP GSO

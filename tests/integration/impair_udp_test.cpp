@@ -95,8 +95,10 @@ class ImpairUdpTest : public ::testing::Test {
 
 using transport::Counter;
 
+// One datagram per packet (UROCE_GSO=0): every packet leaves with ID 0, as sealed, so every
+// intact one verifies exactly and nothing is accepted modulo the ID.
 TEST_F(ImpairUdpTest, CorruptedPacketsAreIcrcErrorsAtTheReceiverOneForOne) {
-  open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}});
+  open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}, {"UROCE_GSO", "0"}});
   write_all_and_verify();
   const uint64_t corrupted = io(*a_).impair_corrupted;
   EXPECT_GT(corrupted, 0u);
@@ -106,6 +108,19 @@ TEST_F(ImpairUdpTest, CorruptedPacketsAreIcrcErrorsAtTheReceiverOneForOne) {
   // Nothing else was impaired, and B (opened without the variable) impaired nothing.
   EXPECT_EQ(io(*a_).impair_dropped, 0u);
   EXPECT_EQ(io(*b_).impair_corrupted, 0u);
+}
+
+// With UDP GSO (the default) segment k of a message has IPv4 ID k and an ICRC sealed for it,
+// which the receiver, not seeing the ID, accepts modulo the ID; corruptions are still every
+// one an ICRC error.
+TEST_F(ImpairUdpTest, CorruptedGsoSegmentsAreIcrcErrorsOneForOne) {
+  open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}});
+  write_all_and_verify();
+  const uint64_t corrupted = io(*a_).impair_corrupted;
+  EXPECT_GT(corrupted, 0u);
+  EXPECT_EQ(b_->dev.counters()[Counter::kIcrcErrors], corrupted);
+  // Only a GSO segment after the first leaves with an ID other than 0 between uroce peers.
+  EXPECT_GT(b_->dev.counters()[Counter::kIcrcOkModuloIpId], 0u);
 }
 
 TEST_F(ImpairUdpTest, CeMarksReachTheNotificationPointThroughTheKernel) {

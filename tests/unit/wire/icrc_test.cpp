@@ -295,6 +295,32 @@ TEST(Icrc, IdDeltaTurnsAnId0IcrcIntoTheIcrcForThatId) {
   }
 }
 
+// The ID and DF a sender used come back out of the ICRC alone; a corrupted packet has none.
+TEST(Icrc, SolveIpv4IdFindsTheSendersIdAndDf) {
+  std::mt19937_64 rng(12);
+  for (size_t len : {0, 7, 1024, 4096}) {
+    for (int i = 0; i < 200; ++i) {
+      auto roce = sample_packet(rng, len);
+      IpContext sent = v4_ctx();
+      sent.ipv4_id = static_cast<uint16_t>(rng());
+      sent.ipv4_df = (rng() & 1) != 0;
+      write_icrc(sent, roce);
+      IpContext seen = v4_ctx();  // what a socket knows: no ID, no DF
+      seen.ipv4_id = 0x5555;
+      const auto got = solve_ipv4_id(seen, roce);
+      ASSERT_TRUE(got.has_value()) << len;
+      EXPECT_EQ(got->id, sent.ipv4_id) << len;
+      EXPECT_EQ(got->df, sent.ipv4_df) << len;
+      roce[roce.size() / 2] ^= 0x10;
+      EXPECT_FALSE(solve_ipv4_id(seen, roce).has_value()) << len;
+    }
+  }
+  std::mt19937_64 rng6(13);
+  auto v6 = sample_packet(rng6, 64);
+  write_icrc(v6_ctx(), v6);
+  EXPECT_FALSE(solve_ipv4_id(v6_ctx(), v6).has_value());
+}
+
 TEST(Icrc, Ipv6HasNoModuloPath) {
   std::mt19937_64 rng(8);
   auto roce = sample_packet(rng, 16);
