@@ -87,6 +87,15 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
     total += n;
   }
   if (n_ports != 0) next_rx_port_ = (next_rx_port_ + 1) % n_ports;
+  // The rest of a UDP GRO message that a port read but had no room for is on no socket, so
+  // no poll would see it: make the next wait() return at once (the progress thread may be
+  // asleep in it while an application thread runs this pass). One write per full burst.
+  for (auto& p : ports_) {
+    if (p->has_pending()) {
+      wake();
+      break;
+    }
+  }
   return total;
 }
 
@@ -307,6 +316,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   std::string gso_error;
   const bool gso = config::env_flag("UROCE_GSO", options.gso, gso_error);
   if (!gso_error.empty()) return NetError{EINVAL, gso_error};
+  std::string gro_error;
+  const bool gro = config::env_flag("UROCE_GRO", options.gro, gro_error);
+  if (!gro_error.empty()) return NetError{EINVAL, gro_error};
 
   std::vector<std::unique_ptr<UdpPort>> udp_ports;
   auto path_log = std::make_shared<PathErrorLog>();
@@ -321,6 +333,7 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     cfg.registry_dir = options.registry_dir;
     cfg.per_qp_source_port = options.per_qp_source_port;
     cfg.gso = gso;
+    cfg.gro = gro;
     cfg.path_log = path_log.get();
     auto opened = UdpPort::open(cfg);
     if (!opened) {

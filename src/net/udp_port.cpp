@@ -57,6 +57,20 @@ int set_buffer(int fd, int opt, int force_opt, int bytes) {
   return got / 2;
 }
 
+// The size of the datagrams a received UDP GRO message of `len` bytes holds (its UDP_GRO
+// cmsg; the last may be shorter); `len` for a plain datagram.
+size_t gro_segment_size(const msghdr& h, size_t len) {
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int seg = 0;
+      std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+      if (seg > 0 && static_cast<size_t>(seg) < len) return static_cast<size_t>(seg);
+    }
+  }
+  return len == 0 ? 1 : len;
+}
+
 }  // namespace
 
 UdpPort::UdpPort(const UdpPortConfig& config) : config_(config), port_(config.port) {
@@ -124,6 +138,10 @@ NetResult<bool> UdpPort::create_socket() {
   }
   // Each datagram then says how many the kernel dropped at this socket (rx_discards).
   setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
+  if (config_.gro) {
+    gro_ = setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+    if (gro_) gro_area_.resize(kGroEntries * kGroBytes);
+  }
   // A kernel without UDP_SEGMENT (before 4.18) would ignore the cmsg and send one huge
   // datagram: use GSO only where the option is known.
   if (config_.gso) {
@@ -327,11 +345,19 @@ std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
             ++counters_.rx_drop_repair;
             continue;
           }
-          Stashed st;
-          st.bytes.assign(bytes.begin(), bytes.end());
-          fill_meta(h, st.meta);
-          st.meta.len = st.bytes.size();
-          stash_.push_back(std::move(st));
+          // A GRO message is stashed as the datagrams it holds.
+          RxDatagram meta;
+          fill_meta(h, meta);
+          const size_t seg = gro_segment_size(h, bytes.size());
+          for (size_t off = 0; off < bytes.size() && stash_.size() < kMaxStash; off += seg) {
+            Stashed st;
+            st.bytes.assign(
+                bytes.begin() + static_cast<std::ptrdiff_t>(off),
+                bytes.begin() + static_cast<std::ptrdiff_t>(std::min(bytes.size(), off + seg)));
+            st.meta = meta;
+            st.meta.len = st.bytes.size();
+            stash_.push_back(std::move(st));
+          }
         } else if (pr->token != token_) {
           ++counters_.rx_probes;
         } else {
@@ -750,6 +776,83 @@ void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) {
   }
 }
 
+bool UdpPort::deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, RxDatagram& d,
+                           bool* misdelivered, bool* unowned) {
+  if (bytes.size() > d.buf.size()) {
+    ++counters_.rx_drop_truncated;
+    return false;
+  }
+  std::memcpy(d.buf.data(), bytes.data(), bytes.size());
+  d.len = bytes.size();
+  d.ip = m.ip;
+  d.tos = m.tos;
+  d.ttl = m.ttl;
+  d.ifindex = m.ifindex;
+  const uint64_t misdelivered_before = counters_.rx_drop_misdelivered;
+  const uint64_t unowned_before = counters_.rx_drop_no_owner;
+  if (!keep_datagram(d)) {
+    *misdelivered |= counters_.rx_drop_misdelivered != misdelivered_before;
+    *unowned |= counters_.rx_drop_no_owner != unowned_before;
+    return false;
+  }
+  ++counters_.rx_packets;
+  counters_.rx_bytes += d.len;
+  return true;
+}
+
+size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
+  if (gro_next_ == gro_entries_) {
+    gro_entries_ = gro_next_ = gro_offset_ = 0;
+    const size_t want = std::min(out.size(), kGroEntries);
+    for (size_t e = 0; e < want; ++e) {
+      iovs_[e] = iovec{gro_area_.data() + e * kGroBytes, kGroBytes};
+      msghdr& h = msgs_[e].msg_hdr;
+      h = msghdr{};
+      h.msg_name = &names_[e];
+      h.msg_namelen = sizeof names_[e];
+      h.msg_iov = &iovs_[e];
+      h.msg_iovlen = 1;
+      h.msg_control = cmsgs_[e].bytes;
+      h.msg_controllen = sizeof cmsgs_[e].bytes;
+      msgs_[e].msg_len = 0;
+    }
+    const int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    if (rc <= 0) {
+      note_recv_error(rc);
+      return 0;
+    }
+    for (size_t e = 0; e < static_cast<size_t>(rc); ++e) {
+      const msghdr& h = msgs_[e].msg_hdr;
+      gro_len_[e] = msgs_[e].msg_len;
+      if ((h.msg_flags & MSG_TRUNC) != 0) {  // cannot happen with 64 KiB areas; never cut
+        ++counters_.rx_drop_truncated;
+        gro_len_[e] = 0;
+      }
+      fill_meta(h, gro_meta_[e]);
+      gro_seg_[e] = gro_segment_size(h, gro_len_[e]);
+      if (gro_seg_[e] < gro_len_[e]) ++counters_.rx_gro_messages;
+    }
+    gro_entries_ = static_cast<size_t>(rc);
+  }
+  size_t kept = 0;
+  bool misdelivered = false;
+  bool unowned = false;
+  while (gro_next_ < gro_entries_ && kept < out.size()) {
+    const size_t e = gro_next_;
+    if (gro_offset_ >= gro_len_[e]) {
+      ++gro_next_;
+      gro_offset_ = 0;
+      continue;
+    }
+    const size_t n = std::min(gro_seg_[e], gro_len_[e] - gro_offset_);
+    const std::span<const uint8_t> bytes(gro_area_.data() + e * kGroBytes + gro_offset_, n);
+    gro_offset_ += n;
+    if (deliver_copy(bytes, gro_meta_[e], out[kept], &misdelivered, &unowned)) ++kept;
+  }
+  repair_after(misdelivered, unowned);
+  return kept;
+}
+
 size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
   size_t kept = 0;
   while (!stash_.empty() && kept < out.size()) {
@@ -781,6 +884,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   if (!stash_.empty()) {
     if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
   }
+  if (gro_) return recv_burst_gro(out.first(want));
   for (size_t i = 0; i < want; ++i) {
     iovs_[i] = iovec{out[i].buf.data(), out[i].buf.size()};
     msghdr& h = msgs_[i].msg_hdr;
@@ -795,12 +899,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   }
   int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
   if (rc <= 0) {
-    const int err = errno;
-    if (rc < 0 && is_reported_icmp_error(err)) {
-      (void)drain_error_queue(fd_, config_.path_log);  // IP_RECVERR: not a receive failure
-    } else if (rc < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-      ++counters_.rx_errors;
-    }
+    note_recv_error(rc);
     return 0;
   }
   size_t kept = 0;
@@ -837,24 +936,40 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
     }
     ++kept;
   }
-  if (misdelivered || unowned) {
-    // The kernel's positions and the program disagree (a member died, or moved when another
-    // left) or a member joined that we have not seen yet: repair. A stale peer that keeps
-    // sending to a dead QP must not make that a per-datagram cost: an unowned slot repairs
-    // only when the registry changed, a misdelivery at most every 10 ms.
-    const int64_t now = mono_ns();
-    const bool changed = registry_->changed_since_last_seen();
-    if (changed || (misdelivered && now - last_misdelivery_repair_ns_ >= 10'000'000)) {
-      last_misdelivery_repair_ns_ = now;
-      reconcile(false);
-    }
-  }
+  repair_after(misdelivered, unowned);
   return kept;
+}
+
+void UdpPort::note_recv_error(int rc) {
+  const int err = errno;
+  if (rc < 0 && is_reported_icmp_error(err)) {
+    (void)drain_error_queue(fd_, config_.path_log);  // IP_RECVERR: not a receive failure
+  } else if (rc < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+    ++counters_.rx_errors;
+  }
+}
+
+void UdpPort::repair_after(bool misdelivered, bool unowned) {
+  if (!misdelivered && !unowned) return;
+  // The kernel's positions and the program disagree (a member died, or moved when another
+  // left) or a member joined that we have not seen yet: repair. A stale peer that keeps
+  // sending to a dead QP must not make that a per-datagram cost: an unowned slot repairs
+  // only when the registry changed, a misdelivery at most every 10 ms.
+  const int64_t now = mono_ns();
+  const bool changed = registry_->changed_since_last_seen();
+  if (changed || (misdelivered && now - last_misdelivery_repair_ns_ >= 10'000'000)) {
+    last_misdelivery_repair_ns_ = now;
+    reconcile(false);
+  }
 }
 
 WaitResult UdpPort::wait(Nanos timeout, bool want_write) {
   maintain();
   WaitResult r;
+  if (has_pending()) {  // already read from the socket: no need to sleep
+    r.readable = true;
+    return r;
+  }
   std::array<pollfd, 2 + kSlotCount> fds{};
   fds[0] = {fd_, static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0};
   fds[1] = {wake_fd_, POLLIN, 0};

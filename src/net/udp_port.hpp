@@ -80,6 +80,11 @@ struct UdpPortConfig {
   // Segment k gets IPv4 ID k, which the ICRC covers: append_segment() seals each for its ID
   // (docs/performance.md "UDP GSO and GRO"). Off here; UdpDevice turns it on (UROCE_GSO).
   bool gso = false;
+  // UDP GRO (UDP_GRO) on the receiving socket: the kernel hands over a run of same-size
+  // datagrams of one flow and TOS as one (a peer's GSO message on loopback or a veth, or
+  // datagrams a NIC's GRO merged), which recv_burst() cuts back into datagrams, each copied
+  // into its caller buffer. Off here; UdpDevice turns it on (UROCE_GRO).
+  bool gro = false;
 };
 
 struct TxDatagram {
@@ -125,6 +130,7 @@ struct UdpPortCounters {
   uint64_t tx_sport_fallback = 0;  // sent from the bound port, the asked sport unavailable
   uint64_t tx_gso_messages = 0;    // messages of more than one datagram sent with UDP_SEGMENT
   uint64_t tx_gso_fallback = 0;    // GSO messages the kernel refused, resent one by one
+  uint64_t rx_gro_messages = 0;    // received UDP GRO messages of more than one datagram
   uint64_t rx_packets = 0;
   uint64_t rx_bytes = 0;
   uint64_t rx_drop_truncated = 0;     // larger than the caller's buffer
@@ -183,6 +189,9 @@ class UdpPort {
            (config_.per_qp_source_port && socket_for_sport(sport) >= 0);
   }
   [[nodiscard]] int fd() const { return fd_; }
+  // Datagrams already read from the socket wait for the next recv_burst() (UDP GRO): a caller
+  // must not sleep on the socket then.
+  [[nodiscard]] bool has_pending() const { return gro_next_ < gro_entries_ || !stash_.empty(); }
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   [[nodiscard]] const BufferReport& buffers() const { return buffers_; }
   [[nodiscard]] const UdpPortCounters& counters() const { return counters_; }
@@ -213,6 +222,16 @@ class UdpPort {
   // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
   void note_kernel_drops(uint32_t cumulative);
   size_t deliver_stash(std::span<RxDatagram> out);
+  // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and cuts them into
+  // `out`; what does not fit stays pending for the next call.
+  size_t recv_burst_gro(std::span<RxDatagram> out);
+  // Copies bytes of one datagram with meta `m` into out[kept] and applies keep_datagram();
+  // true if it was kept. Sets *misdelivered / *unowned as keep_datagram() counted.
+  bool deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, RxDatagram& out,
+                    bool* misdelivered, bool* unowned);
+  void repair_after(bool misdelivered, bool unowned);
+  // Counts a failed recvmmsg/recvmsg (rc <= 0; errno as it left it).
+  void note_recv_error(int rc);
 
   UdpPortConfig config_;
   uint16_t port_ = 0;
@@ -270,6 +289,20 @@ class UdpPort {
   std::array<std::array<uint8_t, wire::kIcrcLen>, kMaxBurst> segment_icrc_{};
   std::array<wire::Ipv4IdIcrcDelta, 2> id_deltas_{};
   size_t next_id_delta_ = 0;
+  // UDP GRO: up to kGroEntries messages of up to kGroBytes each per recvmmsg. Entry e holds
+  // gro_len_[e] bytes of datagrams of gro_seg_[e] bytes (the last may be shorter) with the
+  // metadata gro_meta_[e]; entries [gro_next_, gro_entries_) are not yet fully handed out, the
+  // first from byte gro_offset_.
+  static constexpr size_t kGroEntries = 8;
+  static constexpr size_t kGroBytes = 65536;
+  bool gro_ = false;
+  std::vector<uint8_t> gro_area_;
+  std::array<size_t, kGroEntries> gro_len_{};
+  std::array<size_t, kGroEntries> gro_seg_{};
+  std::array<RxDatagram, kGroEntries> gro_meta_{};
+  size_t gro_entries_ = 0;
+  size_t gro_next_ = 0;
+  size_t gro_offset_ = 0;
 };
 
 }  // namespace uroce::net

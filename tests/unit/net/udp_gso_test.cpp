@@ -180,5 +180,107 @@ TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
   }
 }
 
+UdpPortConfig receiving(bool gro) {
+  UdpPortConfig c = unshared("127.0.0.1");
+  c.gro = gro;
+  return c;
+}
+
+// Receives with room for `room` datagrams per recv_burst until `count` arrived or 2 s passed.
+std::vector<testing::Got> receive_in(UdpPort& port, size_t count, size_t room) {
+  std::vector<testing::Got> out;
+  std::vector<std::vector<uint8_t>> bufs(room, std::vector<uint8_t>(4096 + 64));
+  std::vector<RxDatagram> rx(room);
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < room; ++i) rx[i].buf = bufs[i];
+    const size_t n = port.recv_burst(rx);
+    for (size_t i = 0; i < n; ++i) {
+      out.push_back({std::vector<uint8_t>(bufs[i].begin(), bufs[i].begin() + rx[i].len), rx[i]});
+    }
+    if (n == 0) (void)port.wait(std::chrono::milliseconds(5));
+  }
+  return out;
+}
+
+// A GSO message reaches a GRO socket on loopback whole, as one received message, and is cut
+// back into its datagrams, byte-exact and in order, into caller buffers of one datagram each.
+TEST(UdpGro, AGsoMessageIsReceivedAsOneAndCutIntoItsDatagrams) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(receiving(true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto payloads = write_run();
+  std::vector<TxDatagram> burst;
+  for (const auto& p : payloads) burst.push_back(to(*b.value(), p, 0x02));
+  ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+  ASSERT_EQ(a.value()->counters().tx_gso_messages, 1u);
+  const auto got = receive_in(*b.value(), payloads.size(), UdpPort::kMaxBurst);
+  ASSERT_EQ(got.size(), payloads.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, as_segment(payloads[i], static_cast<uint16_t>(i))) << i;
+    EXPECT_EQ(got[i].meta.tos, 0x02) << i;
+    EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
+    EXPECT_EQ(got[i].meta.ip.dst, b.value()->local().bytes) << i;
+  }
+  EXPECT_EQ(b.value()->counters().rx_gro_messages, 1u);
+  EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
+  EXPECT_EQ(b.value()->counters().rx_bytes, 15u * 4112 + 1000);
+  EXPECT_FALSE(b.value()->has_pending());
+}
+
+// With room for 3 datagrams per call, the rest of a GRO message waits in the port (and wait()
+// does not sleep on it) until later calls hand it out, in order, nothing lost.
+TEST(UdpGro, WhatDoesNotFitWaitsForTheNextCall) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(receiving(true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> first, second;
+  for (uint32_t i = 0; i < 10; ++i) first.push_back(bth_packet(0x40 + i, 1000, uint8_t(i)));
+  for (uint32_t i = 0; i < 4; ++i) second.push_back(bth_packet(0x80 + i, 500, uint8_t(i)));
+  for (const auto* run : {&first, &second}) {
+    std::vector<TxDatagram> burst;
+    for (const auto& p : *run) burst.push_back(to(*b.value(), p, run == &first ? 0 : 0x6A));
+    ASSERT_EQ(a.value()->send_burst(burst), run->size());
+  }
+  ASSERT_EQ(a.value()->counters().tx_gso_messages, 2u);
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(4160));
+  std::vector<RxDatagram> rx(3);
+  for (size_t i = 0; i < 3; ++i) rx[i].buf = bufs[i];
+  ASSERT_TRUE(b.value()->wait(std::chrono::seconds(2)).readable);
+  ASSERT_EQ(b.value()->recv_burst(rx), 3u);
+  EXPECT_TRUE(b.value()->has_pending());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(b.value()->wait(std::chrono::seconds(5)).readable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "slept on data it already had";
+  auto rest = receive_in(*b.value(), 11, 3);
+  ASSERT_EQ(rest.size(), 11u);
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(rest[i].bytes, as_segment(first[3 + i], uint16_t(3 + i))) << i;
+    EXPECT_EQ(rest[i].meta.tos, 0) << i;
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rest[7 + i].bytes, as_segment(second[i], uint16_t(i))) << i;
+    EXPECT_EQ(rest[7 + i].meta.tos, 0x6A) << i;
+  }
+  EXPECT_EQ(b.value()->counters().rx_gro_messages, 2u);
+  EXPECT_EQ(b.value()->counters().rx_packets, 14u);
+  EXPECT_FALSE(b.value()->has_pending());
+}
+
+// Plain datagrams (no GSO sender) reach a GRO socket one by one, as before.
+TEST(UdpGro, PlainDatagramsArriveAsThemselves) {
+  auto a = UdpPort::open(with_gso(false));
+  auto b = UdpPort::open(receiving(true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto payloads = write_run();
+  std::vector<TxDatagram> burst;
+  for (const auto& p : payloads) burst.push_back(to(*b.value(), p));
+  ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+  const auto got = receive_in(*b.value(), payloads.size(), UdpPort::kMaxBurst);
+  ASSERT_EQ(got.size(), payloads.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].bytes, payloads[i]) << i;
+  EXPECT_EQ(b.value()->counters().rx_gro_messages, 0u);
+}
+
 }  // namespace
 }  // namespace uroce::net
