@@ -520,9 +520,16 @@ namespace {
 constexpr size_t kMaxGsoSegments = 64;
 constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
 
+// Datagrams that may share one GSO message: one destination address, port, TOS and
+// destination QP. The QP matters because the receiving kernel steers the whole message by its
+// first datagram (a shared port's reuseport program reads that one's QPN), so a message
+// mixing the QPs of two processes sharing an address would land whole in one of them.
 bool same_flow(const TxDatagram& a, const TxDatagram& b) {
+  constexpr size_t kDestQpn = 5;  // BTH bytes 5..7
+  if (a.data.size() < kDestQpn + 3 || b.data.size() < kDestQpn + 3) return false;
   return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
-         a.scope_id == b.scope_id;
+         a.scope_id == b.scope_id &&
+         std::memcmp(a.data.data() + kDestQpn, b.data.data() + kDestQpn, 3) == 0;
 }
 
 }  // namespace

@@ -39,6 +39,18 @@ bool sh(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+// Waits up to `limit` for a TCP listener on `port` in namespace `ns`.
+bool tcp_listening(const std::string& ns, const std::string& port, Clock::duration limit) {
+  const auto deadline = Clock::now() + limit;
+  const std::string cmd =
+      "ip netns exec " + ns + " ss -Hltn 'sport = :" + port + "' | grep -q LISTEN";
+  while (Clock::now() < deadline) {
+    if (sh(cmd)) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
 std::string uroce_bin() {
   return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
 }
@@ -424,7 +436,10 @@ TEST_F(FailureNetnsTest, DropInWarnsOnceAboutAStalledQpUnlessSwitchedOff) {
     std::vector<std::string> args = {tool, "-p", tcp_};
     for (const std::string& f : dev_flags("-g")) args.push_back(f);
     NsProcess srv(b_, e, args);
-    std::this_thread::sleep_for(500ms);
+    // Under a sanitizer on a loaded machine the server can take seconds to listen; a client
+    // that finds no listener exits at once ("Couldn't connect") and the test would wait for a
+    // warning that can never come.
+    ASSERT_TRUE(tcp_listening(b_, tcp_, 20s)) << srv.both();
     args.push_back(addr_b_);
     NsProcess cli(a_, e, args);
     const std::string warning = " to " + addr_b_ +

@@ -61,7 +61,7 @@ class GsoWireTest : public ::testing::Test {
     ns_b_ = "uroce-gsob-" + std::to_string(id);
     veth_a_ = "urgsa" + std::to_string(id);
     veth_b_ = "urgsb" + std::to_string(id);
-    const std::string net = "10.79." + std::to_string(id % 250) + ".";
+    const std::string net = "10.74." + std::to_string(id % 250) + ".";
     addr_a4_ = net + "1";
     addr_b4_ = net + "2";
     addr_a6_ = "fd79::" + std::to_string(id % 9000 + 1000) + ":1";

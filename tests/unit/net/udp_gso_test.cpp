@@ -45,9 +45,8 @@ std::vector<uint8_t> as_segment(std::vector<uint8_t> bytes, uint16_t k) {
 // 15 datagrams of 4112 bytes (a 4096-MTU RDMA WRITE packet) and a 1000-byte last one.
 std::vector<std::vector<uint8_t>> write_run() {
   std::vector<std::vector<uint8_t>> p;
-  for (uint32_t i = 0; i < 15; ++i)
-    p.push_back(bth_packet(0x100 + i, 4100, static_cast<uint8_t>(i)));
-  p.push_back(bth_packet(0x200, 988, 0xEE));
+  for (uint32_t i = 0; i < 15; ++i) p.push_back(bth_packet(0x100, 4100, static_cast<uint8_t>(i)));
+  p.push_back(bth_packet(0x100, 988, 0xEE));
   return p;
 }
 
@@ -82,10 +81,10 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   auto c = UdpPort::open(with_gso(false));
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   std::vector<std::vector<uint8_t>> p;
-  for (uint32_t i = 0; i < 14; ++i) p.push_back(bth_packet(i, 988, static_cast<uint8_t>(i)));
-  p[7] = bth_packet(7, 500, 7);
-  p[11] = bth_packet(11, 100, 11);
-  p[12] = bth_packet(12, 988, 12);  // after a shorter one: a new run
+  for (uint32_t i = 0; i < 14; ++i) p.push_back(bth_packet(0x20, 988, static_cast<uint8_t>(i)));
+  p[7] = bth_packet(0x20, 500, 7);
+  p[11] = bth_packet(0x20, 100, 11);
+  p[12] = bth_packet(0x20, 988, 12);  // after a shorter one: a new run
   std::vector<TxDatagram> burst;
   const UdpPort* dst[14] = {b.value().get(), b.value().get(), b.value().get(), c.value().get(),
                             c.value().get(), b.value().get(), b.value().get(), b.value().get(),
@@ -131,6 +130,26 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   for (size_t i = 0; i < got_big.size(); ++i) {
     EXPECT_EQ(got_big[i].bytes, as_segment(big[i], static_cast<uint16_t>(i < 15 ? i : i - 15)))
         << i;
+  }
+}
+
+// Another destination QP cuts the run: the receiver steers a message by its first datagram's
+// QPN (processes sharing a port), so a message must not mix QPs.
+TEST(UdpGso, ADestinationQpChangeCutsTheRun) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> p;
+  for (uint32_t i = 0; i < 3; ++i) p.push_back(bth_packet(0x51, 1000, uint8_t(i)));
+  for (uint32_t i = 0; i < 3; ++i) p.push_back(bth_packet(0x52, 1000, uint8_t(i)));
+  std::vector<TxDatagram> burst;
+  for (const auto& d : p) burst.push_back(to(*b.value(), d));
+  ASSERT_EQ(a.value()->send_burst(burst), p.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 2u);
+  auto got = receive(*b.value(), p.size(), 2s);
+  ASSERT_EQ(got.size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, as_segment(p[i], static_cast<uint16_t>(i % 3))) << i;
   }
 }
 
@@ -235,8 +254,8 @@ TEST(UdpGro, WhatDoesNotFitWaitsForTheNextCall) {
   auto b = UdpPort::open(receiving(true));
   ASSERT_TRUE(a.ok() && b.ok());
   std::vector<std::vector<uint8_t>> first, second;
-  for (uint32_t i = 0; i < 10; ++i) first.push_back(bth_packet(0x40 + i, 1000, uint8_t(i)));
-  for (uint32_t i = 0; i < 4; ++i) second.push_back(bth_packet(0x80 + i, 500, uint8_t(i)));
+  for (uint32_t i = 0; i < 10; ++i) first.push_back(bth_packet(0x40, 1000, uint8_t(i)));
+  for (uint32_t i = 0; i < 4; ++i) second.push_back(bth_packet(0x80, 500, uint8_t(i)));
   for (const auto* run : {&first, &second}) {
     std::vector<TxDatagram> burst;
     for (const auto& p : *run) burst.push_back(to(*b.value(), p, run == &first ? 0 : 0x6A));
