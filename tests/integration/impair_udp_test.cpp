@@ -95,8 +95,8 @@ class ImpairUdpTest : public ::testing::Test {
 
 using transport::Counter;
 
-// One datagram per packet (UROCE_GSO=0): every packet leaves with ID 0, as sealed, so every
-// intact one verifies exactly and nothing is accepted modulo the ID.
+// One datagram per packet (UROCE_GSO=0, the default): every packet leaves with ID 0, as sealed, so
+// every intact one verifies exactly and nothing is accepted modulo the ID.
 TEST_F(ImpairUdpTest, CorruptedPacketsAreIcrcErrorsAtTheReceiverOneForOne) {
   open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}, {"UROCE_GSO", "0"}});
   write_all_and_verify();
@@ -110,11 +110,11 @@ TEST_F(ImpairUdpTest, CorruptedPacketsAreIcrcErrorsAtTheReceiverOneForOne) {
   EXPECT_EQ(io(*b_).impair_corrupted, 0u);
 }
 
-// With UDP GSO (the default) segment k of a message has IPv4 ID k and an ICRC sealed for it,
+// With UDP GSO (UROCE_GSO=1) segment k of a message has IPv4 ID k and an ICRC sealed for it,
 // which the receiver, not seeing the ID, accepts modulo the ID; corruptions are still every
 // one an ICRC error.
 TEST_F(ImpairUdpTest, CorruptedGsoSegmentsAreIcrcErrorsOneForOne) {
-  open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}});
+  open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}, {"UROCE_GSO", "1"}});
   write_all_and_verify();
   const uint64_t corrupted = io(*a_).impair_corrupted;
   EXPECT_GT(corrupted, 0u);
