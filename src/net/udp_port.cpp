@@ -807,22 +807,24 @@ bool UdpPort::deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, 
   return true;
 }
 
+void UdpPort::prepare_rx(size_t i, uint8_t* buf, size_t len) {
+  iovs_[i] = iovec{buf, len};
+  msghdr& h = msgs_[i].msg_hdr;
+  h = msghdr{};
+  h.msg_name = &names_[i];
+  h.msg_namelen = sizeof names_[i];
+  h.msg_iov = &iovs_[i];
+  h.msg_iovlen = 1;
+  h.msg_control = cmsgs_[i].bytes;
+  h.msg_controllen = sizeof cmsgs_[i].bytes;
+  msgs_[i].msg_len = 0;
+}
+
 size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
   if (gro_next_ == gro_entries_) {
     gro_entries_ = gro_next_ = gro_offset_ = 0;
     const size_t want = std::min(out.size(), kGroEntries);
-    for (size_t e = 0; e < want; ++e) {
-      iovs_[e] = iovec{gro_area_.data() + e * kGroBytes, kGroBytes};
-      msghdr& h = msgs_[e].msg_hdr;
-      h = msghdr{};
-      h.msg_name = &names_[e];
-      h.msg_namelen = sizeof names_[e];
-      h.msg_iov = &iovs_[e];
-      h.msg_iovlen = 1;
-      h.msg_control = cmsgs_[e].bytes;
-      h.msg_controllen = sizeof cmsgs_[e].bytes;
-      msgs_[e].msg_len = 0;
-    }
+    for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.data() + e * kGroBytes, kGroBytes);
     const int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
     if (rc <= 0) {
       note_recv_error(rc);
@@ -892,18 +894,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
     if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
   }
   if (gro_) return recv_burst_gro(out.first(want));
-  for (size_t i = 0; i < want; ++i) {
-    iovs_[i] = iovec{out[i].buf.data(), out[i].buf.size()};
-    msghdr& h = msgs_[i].msg_hdr;
-    h = msghdr{};
-    h.msg_name = &names_[i];
-    h.msg_namelen = sizeof names_[i];
-    h.msg_iov = &iovs_[i];
-    h.msg_iovlen = 1;
-    h.msg_control = cmsgs_[i].bytes;
-    h.msg_controllen = sizeof cmsgs_[i].bytes;
-    msgs_[i].msg_len = 0;
-  }
+  for (size_t i = 0; i < want; ++i) prepare_rx(i, out[i].buf.data(), out[i].buf.size());
   int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
   if (rc <= 0) {
     note_recv_error(rc);

@@ -230,6 +230,8 @@ class UdpPort {
   bool deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, RxDatagram& out,
                     bool* misdelivered, bool* unowned);
   void repair_after(bool misdelivered, bool unowned);
+  // Points recvmmsg entry i at `len` bytes of `buf` with its name and cmsg room.
+  void prepare_rx(size_t i, uint8_t* buf, size_t len);
   // Counts a failed recvmmsg/recvmsg (rc <= 0; errno as it left it).
   void note_recv_error(int rc);
 
