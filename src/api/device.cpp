@@ -41,6 +41,7 @@ std::optional<OpenOptions> OpenOptions::from_env(std::string& error) {
   o.bind = env->device_addrs;
   if (env->mtu) o.active_mtu = *env->mtu;
   if (env->spin_us) o.progress.spin = std::chrono::microseconds(*env->spin_us);
+  if (env->handoff_us) o.progress.app_handoff = std::chrono::microseconds(*env->handoff_us);
   return o;
 }
 

@@ -149,6 +149,11 @@ std::optional<HostOptions> HostOptions::from_env(std::string& error, const Geten
     if (!spin) return std::nullopt;
     o.spin_us = static_cast<uint32_t>(*spin);
   }
+  if (auto v = value("UROCE_HANDOFF_US")) {
+    auto handoff = parse_uint_var("UROCE_HANDOFF_US", *v, error);
+    if (!handoff) return std::nullopt;
+    o.handoff_us = static_cast<uint32_t>(*handoff);
+  }
   if (auto v = value("UROCE_PEER")) {
     if (!is_address(std::string(*v))) {
       error = assignment("UROCE_PEER", *v) + " is not an IPv4 or IPv6 address";

@@ -25,6 +25,7 @@ struct HostOptions {
   std::vector<std::string> device_addrs;  // UROCE_DEVICE_ADDR, each a valid IPv4/IPv6 text
   std::optional<uint32_t> mtu;            // UROCE_MTU, an IB MTU in bytes
   std::optional<uint32_t> spin_us;        // UROCE_SPIN_US
+  std::optional<uint32_t> handoff_us;     // UROCE_HANDOFF_US
   std::optional<std::string> peer;        // UROCE_PEER, a valid address text
   bool quiet = false;                     // UROCE_QUIET
 

@@ -46,11 +46,19 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
     tx_[i].buf = std::span<uint8_t>(tx_storage_.data() + i * kPacketBufferSize, kPacketBufferSize);
   }
   events_scratch_.resize(kBurst);
+  held_storage_.resize(kMaxHeldAcks * kHeldAckBytes);
+  held_.resize(kMaxHeldAcks);
+  for (size_t i = 0; i < kMaxHeldAcks; ++i) {
+    held_[i].buf = std::span<uint8_t>(held_storage_.data() + i * kHeldAckBytes, kHeldAckBytes);
+  }
   if (config_.progress.thread) thread_ = std::thread([this] { progress_loop(); });
 }
 
 Device::~Device() {
+  flush_held_acks();
   stop_.store(true);
+  { std::lock_guard lock(park_mu_); }
+  park_cv_.notify_one();
   if (thread_.joinable()) {
     io_->wake();
     thread_.join();
@@ -307,6 +315,7 @@ Status Device::query_qp(uint32_t qpn, transport::QpAttr& attr, transport::QpInit
 }
 
 Status Device::destroy_qp(uint32_t qpn) {
+  flush_held_acks();
   Status st = [&] {
     std::lock_guard lock(engine_mu_);
     return engine_.destroy_qp(qpn);
@@ -372,11 +381,15 @@ int Device::poll_cq(CqId cq, std::span<transport::Wc> out) {
 }
 
 Status Device::req_notify_cq(CqId cq, bool solicited_only) {
+  // Arming means the application is about to block: the progress thread must not stay
+  // parked waiting for polls that will not come.
+  end_app_driving();
   std::lock_guard lock(engine_mu_);
   return engine_.req_notify_cq(cq, solicited_only);
 }
 
 Result<CqId> Device::get_cq_event(ChannelId ch, Nanos timeout) {
+  if (timeout != Nanos::zero()) end_app_driving();  // about to block
   EventQueue<CqId>* queue = nullptr;
   {
     std::lock_guard lock(channel_mu_);

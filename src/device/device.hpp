@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -143,12 +144,30 @@ class Device {
 
   // Progress (progress.cpp).
   void progress_loop();
-  bool io_pass();                        // with io_mu_ held: one rx / timer / tx / event round
+  // With io_mu_ held: one rx / timer / tx / event round. app_pass: run by an application
+  // thread's poll (it may hold back ACKs, hold_acks()).
+  bool io_pass(bool app_pass);
   bool flush_tx();                       // with io_mu_ held: tx only
   size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
-  size_t send_pending();
+  // With io_mu_ held: sends what is built, then (with_held, once that is all gone) the held
+  // ACKs. Returns the packets sent.
+  size_t send_pending(bool with_held = true);
+  // With io_mu_ held, at the end of an application-driven pass of a busy-polling program:
+  // when everything the pass built is positive ACKs, keep them (copied) to go out after the
+  // packets of the application's next call, typically its reply, so that the reply does not
+  // wait behind an ACK's trip through the kernel. The next send of any thread, or the next
+  // pass, sends them; they wait at most until the parked progress thread's next pass.
+  bool hold_acks();
+  // Sends held ACKs now (takes io_mu_): a program that destroys its QP or closes the device
+  // right after its last completion must not leave its peer waiting for them.
+  void flush_held_acks();
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
+  // Busy-polling handoff (ProgressOptions::app_handoff).
+  void note_app_drove();     // an application thread polled (it may not have got the I/O)
+  void end_app_driving();    // the application is about to block: the thread takes over
+  bool app_driving() const;  // an application pass happened within app_handoff
+  void park();               // progress thread: sleep while app_driving(), or until unparked
 
   const PortInfo* port(uint8_t port_num) const;
 
@@ -166,6 +185,11 @@ class Device {
   size_t tx_head_ = 0;  // tx_[tx_head_, tx_head_ + tx_count_) built, not yet sent
   size_t tx_count_ = 0;
   std::vector<transport::AsyncEvent> events_scratch_;
+  static constexpr size_t kMaxHeldAcks = 16;
+  static constexpr size_t kHeldAckBytes = 64;  // BTH + AETH + ICRC is 20
+  std::vector<uint8_t> held_storage_;
+  std::vector<transport::TxSlot> held_;  // kMaxHeldAcks slots
+  size_t held_count_ = 0;                // held_[0, held_count_) wait to be sent
 
   // Guarded by engine_mu_.
   std::unordered_map<uint32_t, PinnedRange> pinned_;  // by lkey
@@ -182,6 +206,17 @@ class Device {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> kicked_{false};
+  // Busy-polling handoff: the time (Device::now() ns) of the last application-driven pass,
+  // 0 after end_app_driving(); the parked thread sleeps on park_cv_.
+  std::atomic<int64_t> app_drove_ns_{0};
+  // Application-driven passes since the last req_notify_cq: an event-driven program polls
+  // once or twice between arming its CQ, a busy-polling one thousands of times. Parking
+  // needs kBusyPolls of them, so a program about to block never makes the thread park.
+  static constexpr uint32_t kBusyPolls = 4;
+  std::atomic<uint32_t> app_polls_since_arm_{0};
+  std::atomic<bool> parked_{false};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
   std::thread thread_;
 };
 

@@ -14,6 +14,13 @@
 // under engine_mu_; a poster publishes its work under engine_mu_, then reads sleeping_ and
 // wakes. With sequentially consistent atomics one of the two always sees the other. kicked_
 // covers work has_tx() cannot show (events raised by an application call).
+//
+// Busy-polling handoff (ProgressOptions::app_handoff): when an application thread keeps
+// calling poll_cq on an empty CQ, its passes move the packets and the progress thread parks
+// on a condition variable instead of spinning or waking on every datagram. A 2-core host
+// running a ping-pong between two processes then has two busy threads, not four fighting
+// for the cores and for io_mu_. The thread takes over again app_handoff after the last such
+// pass, or at once when the application arms a CQ (it is about to block).
 #include <algorithm>
 
 #include "device/device.hpp"
@@ -28,16 +35,73 @@ size_t Device::fill_tx_locked(TimePoint now) {
   return tx_count_;
 }
 
-size_t Device::send_pending() {
-  if (tx_count_ == 0) return 0;
-  const size_t sent =
-      io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
-  if (config_.observer && sent > 0) {
-    config_.observer->on_tx(now(), std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
+size_t Device::send_pending(bool with_held) {
+  if (with_held && held_count_ != 0 && tx_count_ != 0 &&
+      tx_head_ + tx_count_ + held_count_ <= tx_.size()) {
+    // The held ACKs ride behind the new packets in the same sendmmsg.
+    for (size_t i = 0; i < held_count_; ++i) {
+      transport::TxSlot& t = tx_[tx_head_ + tx_count_ + i];
+      std::copy_n(held_[i].buf.data(), held_[i].len, t.buf.data());
+      t.len = held_[i].len;
+      t.meta = held_[i].meta;
+    }
+    tx_count_ += held_count_;
+    held_count_ = 0;
   }
-  tx_head_ += sent;
-  tx_count_ -= sent;
-  return sent;
+  size_t sent = 0;
+  if (tx_count_ != 0) {
+    sent = io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
+    if (config_.observer && sent > 0) {
+      config_.observer->on_tx(now(),
+                              std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
+    }
+    tx_head_ += sent;
+    tx_count_ -= sent;
+  }
+  if (!with_held || tx_count_ != 0 || held_count_ == 0) return sent;
+  const size_t acks = io_->tx_burst(std::span<const transport::TxSlot>(held_.data(), held_count_));
+  if (acks > 0) {
+    if (config_.observer) {
+      config_.observer->on_tx(now(), std::span<const transport::TxSlot>(held_.data(), acks));
+    }
+    // Rare (the socket buffer was full): keep the rest in order at the front.
+    for (size_t i = acks; i < held_count_; ++i) {
+      std::copy_n(held_[i].buf.data(), held_[i].len, held_[i - acks].buf.data());
+      held_[i - acks].len = held_[i].len;
+      held_[i - acks].meta = held_[i].meta;
+    }
+    held_count_ -= acks;
+  }
+  return sent + acks;
+}
+
+namespace {
+
+// A positive RC ACK (BTH opcode Acknowledge, AETH syndrome type ACK): what hold_acks may
+// delay. NAKs, responses with data and CNPs go at once.
+bool is_positive_ack(const transport::TxSlot& slot) {
+  constexpr uint8_t kAcknowledge = 0x11;  // IBTA 9.2 Table 38 (RC Acknowledge)
+  constexpr size_t kAethOffset = 12;      // right after the 12-byte BTH
+  if (slot.len < kAethOffset + 1 || slot.buf[0] != kAcknowledge) return false;
+  return ((slot.buf[kAethOffset] >> 5) & 3) == 0;
+}
+
+}  // namespace
+
+bool Device::hold_acks() {
+  if (tx_count_ == 0 || held_count_ + tx_count_ > kMaxHeldAcks) return false;
+  for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) {
+    if (!is_positive_ack(tx_[i]) || tx_[i].len > kHeldAckBytes) return false;
+  }
+  for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) {
+    transport::TxSlot& h = held_[held_count_++];
+    std::copy_n(tx_[i].buf.data(), tx_[i].len, h.buf.data());
+    h.len = tx_[i].len;
+    h.meta = tx_[i].meta;
+  }
+  tx_head_ += tx_count_;
+  tx_count_ = 0;
+  return true;
 }
 
 void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
@@ -54,7 +118,7 @@ void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
   }
 }
 
-bool Device::io_pass() {
+bool Device::io_pass(bool app_pass) {
   bool worked = send_pending() > 0;
   const size_t n_rx = io_->rx_burst(std::span<RxPacket>(rx_));
   if (config_.observer && n_rx > 0) {
@@ -74,7 +138,11 @@ bool Device::io_pass() {
     if (fill_tx_locked(t) > 0) worked = true;
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
   }
-  if (send_pending() > 0) worked = true;
+  if (app_pass && app_driving() && hold_acks()) {
+    worked = true;
+  } else if (send_pending() > 0) {
+    worked = true;
+  }
   if (n_events > 0) {
     dispatch_events(std::span<const transport::AsyncEvent>(events_scratch_.data(), n_events));
   }
@@ -83,14 +151,18 @@ bool Device::io_pass() {
 }
 
 bool Device::flush_tx() {
-  bool worked = send_pending() > 0;
+  // Held ACKs go right after what this call builds, and keep waiting if it built nothing
+  // (a post_recv): the reply they wait for comes with the next post_send (hold_acks).
+  bool worked = send_pending(false) > 0;
   size_t n_events = 0;
+  size_t built = 0;
   {
     std::lock_guard lock(engine_mu_);
-    if (fill_tx_locked(now()) > 0) worked = true;
+    built = fill_tx_locked(now());
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
   }
-  if (send_pending() > 0) worked = true;
+  if (built > 0) worked = true;
+  if (send_pending(built > 0) > 0) worked = true;
   if (n_events > 0) {
     dispatch_events(std::span<const transport::AsyncEvent>(events_scratch_.data(), n_events));
   }
@@ -98,13 +170,63 @@ bool Device::flush_tx() {
 }
 
 bool Device::progress() {
+  // A poll counts as the application's even when another thread has the I/O this instant:
+  // the progress thread may be that other thread, finishing the pass before it parks.
+  note_app_drove();
   std::unique_lock io(io_mu_, std::try_to_lock);
   if (!io.owns_lock()) return false;
-  const bool worked = io_pass();
-  // The progress thread may sleep through what this application-driven pass did: let the
-  // observer publish it now rather than at the thread's next pass.
-  if (worked && config_.observer) config_.observer->on_idle(now(), *this);
+  const bool worked = io_pass(true);
+  io.unlock();
+  // Telemetry publishes the final state when the progress thread goes idle; if it sleeps,
+  // wake it so it sees this pass (it parks again at once while the application drives).
+  // Publishing from here would build a snapshot per application pass.
+  if (worked && config_.observer && sleeping_.load()) io_->wake();
   return worked;
+}
+
+void Device::flush_held_acks() {
+  std::lock_guard io(io_mu_);
+  send_pending(true);
+}
+
+void Device::note_app_drove() {
+  if (config_.progress.app_handoff <= Nanos::zero()) return;
+  app_polls_since_arm_.fetch_add(1, std::memory_order_relaxed);
+  app_drove_ns_.store(now().count(), std::memory_order_relaxed);
+}
+
+void Device::end_app_driving() {
+  app_polls_since_arm_.store(0, std::memory_order_relaxed);
+  if (app_drove_ns_.exchange(0) == 0) return;
+  {
+    // Under park_mu_: the thread checks app_drove_ns_ and waits with it held, so this
+    // notification cannot fall between its check and its wait.
+    std::lock_guard lock(park_mu_);
+  }
+  park_cv_.notify_one();
+  // A sleeping thread computed its timeout before the application's passes, which may
+  // have armed new timers (a retransmission): make it look again.
+  if (sleeping_.load()) io_->wake();
+}
+
+bool Device::app_driving() const {
+  if (app_polls_since_arm_.load(std::memory_order_relaxed) < kBusyPolls) return false;
+  const int64_t last = app_drove_ns_.load(std::memory_order_relaxed);
+  return last != 0 && now() - Nanos(last) < config_.progress.app_handoff;
+}
+
+void Device::park() {
+  parked_.store(true);
+  {
+    std::unique_lock lock(park_mu_);
+    while (!stop_.load() && app_driving()) {
+      const Nanos left = Nanos(app_drove_ns_.load(std::memory_order_relaxed)) +
+                         config_.progress.app_handoff - now();
+      if (left <= Nanos::zero()) break;
+      park_cv_.wait_for(lock, left);
+    }
+  }
+  parked_.store(false);
 }
 
 void Device::kick() {
@@ -114,7 +236,8 @@ void Device::kick() {
       flush_tx();
       // Something left (the socket buffer was full, or more than one burst): the thread
       // takes it from here.
-      if (tx_count_ == 0) {
+      // Held ACKs need no wake-up while the application drives: its next call sends them.
+      if (tx_count_ == 0 && (held_count_ == 0 || app_driving())) {
         std::lock_guard lock(engine_mu_);
         if (!engine_.has_tx()) return;
       }
@@ -126,13 +249,26 @@ void Device::kick() {
 
 void Device::progress_loop() {
   TimePoint last_work = now();
+  TimePoint last_maintain = now();
   while (!stop_.load()) {
+    if (app_driving()) {
+      park();
+      // A parked thread never reaches the idle path below; keep the port's housekeeping
+      // (kernel drop count, a shared port's group) going at a slow pace.
+      if (now() - last_maintain >= std::chrono::milliseconds(100)) {
+        std::lock_guard io(io_mu_);
+        io_->maintain();
+        last_maintain = now();
+      }
+      last_work = now();
+      continue;
+    }
     bool worked = false;
     bool want_write = false;
     {
       std::lock_guard io(io_mu_);
-      worked = io_pass();
-      want_write = tx_count_ != 0;
+      worked = io_pass(false);
+      want_write = tx_count_ != 0 || held_count_ != 0;
     }
     const TimePoint t = now();
     if (worked) {
@@ -161,6 +297,7 @@ void Device::progress_loop() {
         // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
         std::lock_guard io(io_mu_);
         io_->maintain();
+        last_maintain = now();
       }
       io_->wait(timeout, want_write);
     }

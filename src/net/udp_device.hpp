@@ -82,7 +82,7 @@ struct UdpDeviceOptions {
   int slot = kAnySlot;       // QPN slot when sharing
   std::string registry_dir;  // reuseport registry directory; empty: the per-user default
   bool per_qp_source_port = true;
-  bool gso = false;   // UDP GSO on send (UdpPortConfig::gso); UROCE_GSO overrides
+  bool gso = true;    // UDP GSO on send (UdpPortConfig::gso); UROCE_GSO overrides
   bool gro = false;   // UDP GRO on receive (UdpPortConfig::gro); UROCE_GRO overrides
   uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid
   transport::DeviceLimits limits;

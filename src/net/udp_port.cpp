@@ -808,16 +808,25 @@ bool UdpPort::deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, 
 }
 
 void UdpPort::prepare_rx(size_t i, uint8_t* buf, size_t len) {
-  iovs_[i] = iovec{buf, len};
-  msghdr& h = msgs_[i].msg_hdr;
+  if (i >= rx_dirty_ && rx_iovs_[i].iov_base == buf && rx_iovs_[i].iov_len == len) return;
+  rx_iovs_[i] = iovec{buf, len};
+  msghdr& h = rx_msgs_[i].msg_hdr;
   h = msghdr{};
-  h.msg_name = &names_[i];
-  h.msg_namelen = sizeof names_[i];
-  h.msg_iov = &iovs_[i];
+  h.msg_name = &rx_names_[i];
+  h.msg_namelen = sizeof rx_names_[i];
+  h.msg_iov = &rx_iovs_[i];
   h.msg_iovlen = 1;
-  h.msg_control = cmsgs_[i].bytes;
-  h.msg_controllen = sizeof cmsgs_[i].bytes;
-  msgs_[i].msg_len = 0;
+  h.msg_control = rx_cmsgs_[i].bytes;
+  h.msg_controllen = sizeof rx_cmsgs_[i].bytes;
+  rx_msgs_[i].msg_len = 0;
+}
+
+int UdpPort::recv_prepared(size_t want) {
+  // recvmmsg writes back only the entries it filled; a failed call (EAGAIN) writes nothing.
+  rx_dirty_ = 0;
+  const int rc = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+  if (rc > 0) rx_dirty_ = static_cast<size_t>(rc);
+  return rc;
 }
 
 size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
@@ -825,14 +834,14 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
     gro_entries_ = gro_next_ = gro_offset_ = 0;
     const size_t want = std::min(out.size(), kGroEntries);
     for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.data() + e * kGroBytes, kGroBytes);
-    const int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    const int rc = recv_prepared(want);
     if (rc <= 0) {
       note_recv_error(rc);
       return 0;
     }
     for (size_t e = 0; e < static_cast<size_t>(rc); ++e) {
-      const msghdr& h = msgs_[e].msg_hdr;
-      gro_len_[e] = msgs_[e].msg_len;
+      const msghdr& h = rx_msgs_[e].msg_hdr;
+      gro_len_[e] = rx_msgs_[e].msg_len;
       if ((h.msg_flags & MSG_TRUNC) != 0) {  // cannot happen with 64 KiB areas; never cut
         ++counters_.rx_drop_truncated;
         gro_len_[e] = 0;
@@ -895,7 +904,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   }
   if (gro_) return recv_burst_gro(out.first(want));
   for (size_t i = 0; i < want; ++i) prepare_rx(i, out[i].buf.data(), out[i].buf.size());
-  int rc = recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+  const int rc = recv_prepared(want);
   if (rc <= 0) {
     note_recv_error(rc);
     return 0;
@@ -904,13 +913,13 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   bool misdelivered = false;  // for a slot another live member owns
   bool unowned = false;       // for a slot nobody owns (as far as we know)
   for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
-    msghdr& h = msgs_[i].msg_hdr;
+    msghdr& h = rx_msgs_[i].msg_hdr;
     RxDatagram& d = out[i];
     if ((h.msg_flags & MSG_TRUNC) != 0) {
       ++counters_.rx_drop_truncated;
       continue;
     }
-    d.len = msgs_[i].msg_len;
+    d.len = rx_msgs_[i].msg_len;
     fill_meta(h, d);
     const uint64_t misdelivered_before = counters_.rx_drop_misdelivered;
     const uint64_t unowned_before = counters_.rx_drop_no_owner;

@@ -232,6 +232,7 @@ class UdpPort {
   void repair_after(bool misdelivered, bool unowned);
   // Points recvmmsg entry i at `len` bytes of `buf` with its name and cmsg room.
   void prepare_rx(size_t i, uint8_t* buf, size_t len);
+  int recv_prepared(size_t want);  // recvmmsg into rx_msgs_[0, want), non-blocking
   // Counts a failed recvmmsg/recvmsg (rc <= 0; errno as it left it).
   void note_recv_error(int rc);
 
@@ -280,6 +281,14 @@ class UdpPort {
   };
   std::array<CmsgBuf, kMaxBurst> cmsgs_{};
   std::array<bool, kMaxBurst> fallback_{};
+  // The receive side's own entries, so that an empty recvmmsg (the common case of a busy
+  // poll) costs no re-preparation: prepare_rx rewrites an entry only when its buffer changed
+  // or the last recvmmsg filled it (entries [0, rx_dirty_)).
+  std::array<mmsghdr, kMaxBurst> rx_msgs_{};
+  std::array<iovec, kMaxBurst> rx_iovs_{};
+  std::array<sockaddr_storage, kMaxBurst> rx_names_{};
+  std::array<CmsgBuf, kMaxBurst> rx_cmsgs_{};
+  size_t rx_dirty_ = kMaxBurst;
   // GSO: each message m of a sendmmsg covers datagrams [msg_first_[m], +msg_count_[m]).
   bool gso_ = false;                     // config.gso and the kernel has UDP_SEGMENT
   std::unordered_set<int> gso_refused_;  // sockets whose egress refused GSO (EIO)

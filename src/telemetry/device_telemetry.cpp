@@ -77,24 +77,27 @@ void release_label(const std::string& label) {
 }  // namespace
 
 const std::vector<std::string>& published_counter_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n(transport::kCounterNames.begin(), transport::kCounterNames.end());
-    n.emplace_back("out_of_sequence");
-    n.emplace_back("rnr_nak_retry_err");
+  // Never destroyed: a program that exits without closing its device (ibverbs programs on an
+  // error path) runs static destructors while the progress thread may still publish.
+  static const std::vector<std::string>* const names = [] {
+    auto* n = new std::vector<std::string>(transport::kCounterNames.begin(),
+                                           transport::kCounterNames.end());
+    n->emplace_back("out_of_sequence");
+    n->emplace_back("rnr_nak_retry_err");
     for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
                            "icmp_unreachable", "icmp_too_big", "rx_discards"}) {
-      n.emplace_back(io);
+      n->emplace_back(io);
     }
     for (const char* im :
          {"impair_dropped", "impair_duplicated", "impair_corrupted", "impair_ce_marked",
           "impair_delayed", "impair_reordered", "impair_overflow", "impair_queue_dropped",
           "impair_queue_marked", "impair_queue_max_bytes"}) {
-      n.emplace_back(im);
+      n->emplace_back(im);
     }
-    n.emplace_back("acks_rcvd");
+    n->emplace_back("acks_rcvd");
     return n;
   }();
-  return names;
+  return *names;
 }
 
 DeviceTelemetry::DeviceTelemetry(TelemetryOptions options) : options_(std::move(options)) {

@@ -381,6 +381,19 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
 
 FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
   if (out_count_ == 0) return FillResult::kNothing;
+  // ACK coalescing: a positive ACK with a later positive ACK queued behind it says nothing
+  // the later one does not (an ACK acknowledges every packet up to its PSN, and its MSN and
+  // credits are newer), so only the last of a run goes out. A burst of requests on one QP
+  // then costs the peer one ACK datagram, not one per AckReq packet. Go-back-N only: under
+  // selective repeat each ACK tells the requester which resends arrived.
+  const auto positive_ack = [](const RespItem& r) {
+    return r.kind == RespItem::Kind::kAck && Aeth{r.syndrome, 0}.type() == wire::AethType::kAck;
+  };
+  while (!qp.sr() && out_count_ > 1 && positive_ack(out_[out_head_]) &&
+         positive_ack(out_[(out_head_ + 1) % out_.size()])) {
+    out_head_ = (out_head_ + 1) % static_cast<uint32_t>(out_.size());
+    --out_count_;
+  }
   RespItem& it = out_[out_head_];
   wire::Headers h{};
   h.bth.pkey = wire::kDefaultPkey;

@@ -95,7 +95,7 @@ class ImpairUdpTest : public ::testing::Test {
 
 using transport::Counter;
 
-// One datagram per packet (UROCE_GSO=0, the default): every packet leaves with ID 0, as sealed, so
+// One datagram per packet (UROCE_GSO=0): every packet leaves with ID 0, as sealed, so
 // every intact one verifies exactly and nothing is accepted modulo the ID.
 TEST_F(ImpairUdpTest, CorruptedPacketsAreIcrcErrorsAtTheReceiverOneForOne) {
   open({{"UROCE_IMPAIR", "corrupt=5%,seed=5"}, {"UROCE_GSO", "0"}});

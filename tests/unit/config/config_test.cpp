@@ -73,6 +73,8 @@ TEST(HostOptions, GoodValues) {
   EXPECT_TRUE(o.quiet);
   EXPECT_EQ(options_of({{"UROCE_UDP_PORT", "65535"}}).udp_port, 65535);
   EXPECT_EQ(options_of({{"UROCE_SPIN_US", "1000000"}}).spin_us, 1000000u);
+  EXPECT_EQ(options_of({{"UROCE_HANDOFF_US", "0"}}).handoff_us, 0u);
+  EXPECT_EQ(options_of({{"UROCE_HANDOFF_US", "250"}}).handoff_us, 250u);
 }
 
 TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
@@ -95,6 +97,8 @@ TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
       {{{"UROCE_MTU", "1024B"}}, "UROCE_MTU=1024B is not an IB MTU (256, 512, 1024, 2048 or 4096)"},
       {{{"UROCE_SPIN_US", "1000001"}},
        "UROCE_SPIN_US=1000001 is not a number of microseconds (0 .. 1000000)"},
+      {{{"UROCE_HANDOFF_US", "500us"}},
+       "UROCE_HANDOFF_US=500us is not a number of microseconds (0 .. 1000000)"},
       {{{"UROCE_SPIN_US", "30us"}},
        "UROCE_SPIN_US=30us is not a number of microseconds (0 .. 1000000)"},
       {{{"UROCE_DEVICE_ADDR", "192.0.2.2,eth0"}},

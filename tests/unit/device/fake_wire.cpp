@@ -56,6 +56,7 @@ void FakeWire::detach(FakeIo* io) {
 void FakeWire::deliver(const transport::TxSlot& slot) {
   if (drop_all.load()) return;
   std::lock_guard lock(mu_);
+  if (slot.len > 0) log_.push_back(Sent{slot.meta.ip.src[15], slot.buf[0]});
   for (FakeIo* io : ios_) {
     if (io->gid() != slot.meta.ip.dst) continue;
     {
@@ -66,6 +67,11 @@ void FakeWire::deliver(const transport::TxSlot& slot) {
     io->cv_.notify_all();
     ++delivered;
   }
+}
+
+std::vector<FakeWire::Sent> FakeWire::sent_log() const {
+  std::lock_guard lock(mu_);
+  return log_;
 }
 
 device::Gid fake_gid(uint8_t n) {
@@ -102,7 +108,7 @@ class AttachedIo final : public device::PacketIo {
 }  // namespace
 
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
-                                                 bool progress_thread) {
+                                                 bool progress_thread, Nanos app_handoff) {
   device::DeviceConfig cfg;
   cfg.name = "fake" + std::to_string(n);
   cfg.node_guid = device::node_guid_from_mac({0x02, 0, 0, 0, 0, n});
@@ -123,6 +129,7 @@ std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint
   cfg.engine.seed = n;
   cfg.engine.active_mtu = transport::Mtu::k4096;
   cfg.progress.thread = progress_thread;
+  if (app_handoff >= Nanos::zero()) cfg.progress.app_handoff = app_handoff;
   return std::make_shared<device::Device>(cfg, std::make_unique<AttachedIo>(wire, fake_gid(n)));
 }
 

@@ -51,10 +51,17 @@ class FakeWire {
   void deliver(const transport::TxSlot& slot);
   std::atomic<bool> drop_all{false};
   std::atomic<uint64_t> delivered{0};
+  // Every packet delivered, in order: the last byte of the sender's GID and the BTH opcode.
+  struct Sent {
+    uint8_t from = 0;
+    uint8_t opcode = 0;
+  };
+  [[nodiscard]] std::vector<Sent> sent_log() const;
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<FakeIo*> ios_;
+  std::vector<Sent> log_;
 };
 
 // IPv4-mapped GID ::ffff:10.0.0.n.
@@ -62,7 +69,10 @@ device::Gid fake_gid(uint8_t n);
 
 // A device on `wire` with GID table {index 0: fe80::n, index 1: ::ffff:10.0.0.n, index 2:
 // empty} on port 1, QPNs from qpn_base.
+// app_handoff: ProgressOptions::app_handoff (how long the progress thread stays parked after
+// the application's busy polls); negative: the default.
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
-                                                 bool progress_thread = true);
+                                                 bool progress_thread = true,
+                                                 Nanos app_handoff = Nanos(-1));
 
 }  // namespace uroce::test

@@ -1,0 +1,153 @@
+// A busy-polling application drives its device (ProgressOptions::app_handoff): its polls
+// move the packets while the progress thread is parked, the ACK its pass builds for a
+// request leaves right behind the application's reply instead of ahead of it, and a program
+// that stops right after its last completion still gets that ACK to its peer. Also: a
+// responder that takes several requests of one QP in one pass answers them with one ACK.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "device_fixture.hpp"
+
+namespace uroce::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint8_t kRcSendOnly = 0x04;     // IBTA 9.2 Table 38: RC SEND Only
+constexpr uint8_t kRcWriteOnly = 0x0A;    // RC RDMA WRITE Only
+constexpr uint8_t kRcAcknowledge = 0x11;  // RC Acknowledge
+
+void connect_pair(QueuePair& qa, QueuePair& qb) {
+  ConnectOptions opt;
+  ASSERT_TRUE(connect_qp(qa, 100, QpEndpoint{qb.qp_num(), 200, fake_gid(2)}, opt));
+  ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, fake_gid(1)}, opt));
+}
+
+void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
+  const Sge sge = side.mr.sge(offset, 8);
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  ASSERT_TRUE(qp.post_send(wr));
+}
+
+void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
+  const Sge sge = side.mr.sge(offset, 64);
+  ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
+}
+
+// What device `from` put on the wire, from log entry `first` on.
+std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t first = 0) {
+  std::vector<uint8_t> out;
+  const auto log = wire.sent_log();
+  for (size_t i = first; i < log.size(); ++i) {
+    if (log[i].from == from) out.push_back(log[i].opcode);
+  }
+  return out;
+}
+
+// B behaves like a busy-polling program (a perftest or sockperf loop): it polls its empty CQ
+// before anything arrives, so its own polls receive A's request. The 10 s handoff keeps B's
+// progress thread parked for the whole test: whatever B sends, its application's calls sent.
+class BusyPollTest : public ::testing::Test {
+ protected:
+  BusyPollTest()
+      : a_(make_fake_device(wire_, 1, 0x100)),
+        b_(make_fake_device(wire_, 2, 0x2000, true, std::chrono::seconds(10))),
+        qa_(a_.make_qp(QpType::kRc)),
+        qb_(b_.make_qp(QpType::kRc)) {}
+
+  void SetUp() override {
+    connect_pair(qa_, qb_);
+    post_recv(qa_, a_, 4096, 1);
+    post_recv(qb_, b_, 4096, 2);
+    Wc wc;
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(b_.cq.poll(std::span<Wc>(&wc, 1)), 0);
+    std::memcpy(a_.buf.data(), "ping....", 8);
+    post_send(qa_, a_, 0, 10);
+    const Wc r = wait_wc(b_.cq);  // B's polls receive the ping
+    ASSERT_EQ(r.status, WcStatus::kSuccess);
+    ASSERT_EQ(r.wr_id, 2u);
+    ASSERT_EQ(std::memcmp(b_.buf.data() + 4096, "ping....", 8), 0);
+  }
+
+  FakeWire wire_;
+  Side a_;
+  Side b_;
+  QueuePair qa_;
+  QueuePair qb_;
+};
+
+TEST_F(BusyPollTest, TheAckOfTheRequestLeavesRightBehindTheReply) {
+  // Nothing from B yet: the ACK of the ping waits for B's next call.
+  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
+  std::memcpy(b_.buf.data(), "pong....", 8);
+  post_send(qb_, b_, 0, 20);
+  EXPECT_EQ(opcodes_from(wire_, 2), (std::vector<uint8_t>{kRcSendOnly, kRcAcknowledge}));
+
+  const Wc sent = wait_wc(a_.cq);
+  const Wc got = wait_wc(a_.cq);
+  const Wc& send_wc = sent.wr_id == 10 ? sent : got;
+  const Wc& recv_wc = sent.wr_id == 10 ? got : sent;
+  EXPECT_EQ(send_wc.wr_id, 10u);
+  EXPECT_EQ(send_wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(recv_wc.wr_id, 1u);
+  EXPECT_EQ(recv_wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a_.buf.data() + 4096, "pong....", 8), 0);
+}
+
+TEST_F(BusyPollTest, DestroyingTheQpRightAfterTheLastCompletionStillAcks) {
+  // B's program is done: it destroys its QP without another call. A must not be left
+  // retransmitting to a peer that has gone.
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
+  { QueuePair gone = std::move(qb_); }
+  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{kRcAcknowledge});
+  const Wc s = wait_wc(a_.cq);
+  EXPECT_EQ(s.wr_id, 10u);
+  EXPECT_EQ(s.status, WcStatus::kSuccess);
+}
+
+// A responder that takes three WRITEs of one QP in one pass sends one ACK, for the last.
+TEST(AckCoalescing, ThreeWritesInOnePassGetOneAck) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
+  QueuePair qa = a.make_qp(QpType::kRc);
+  QueuePair qb = b.make_qp(QpType::kRc);
+  connect_pair(qa, qb);
+  for (uint64_t i = 0; i < 3; ++i) {
+    std::memset(a.buf.data() + i * 64, static_cast<int>('a' + i), 64);
+    const Sge sge = a.mr.sge(i * 64, 64);
+    SendWr wr;
+    wr.wr_id = 30 + i;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.rdma = {reinterpret_cast<uint64_t>(b.buf.data() + i * 64), b.mr.rkey()};
+    ASSERT_TRUE(qa.post_send(wr));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (opcodes_from(wire, 1).size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(opcodes_from(wire, 1),
+            (std::vector<uint8_t>{kRcWriteOnly, kRcWriteOnly, kRcWriteOnly}));
+  ASSERT_TRUE(b.dev.raw().progress());  // one pass: all three in, the ACKs out
+  ASSERT_EQ(opcodes_from(wire, 2), std::vector<uint8_t>{kRcAcknowledge});
+  for (uint64_t i = 0; i < 3; ++i) {
+    const Wc wc = wait_wc(a.cq);
+    EXPECT_EQ(wc.wr_id, 30 + i);
+    EXPECT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_EQ(b.buf[i * 64], static_cast<uint8_t>('a' + i));
+    EXPECT_EQ(b.buf[i * 64 + 63], static_cast<uint8_t>('a' + i));
+  }
+  EXPECT_EQ(b.dev.counters()[Counter::kSentPkts], 1u);
+  EXPECT_EQ(b.dev.counters()[Counter::kRxWriteRequests], 3u);
+}
+
+}  // namespace
+}  // namespace uroce::test
