@@ -65,8 +65,20 @@ device::IoCounters UdpPacketIo::io_counters() const {
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
   size_t total = 0;
   const size_t n_ports = ports_.size();
+  // With several sockets (an IPv4 and an IPv6 address, say), one zero-timeout ppoll tells
+  // which have something, instead of one empty recvmmsg per socket: a busy-polling
+  // application finds nothing most of the time. POLLERR counts (an ICMP error to read).
+  bool check_ready = n_ports > 1;
+  if (check_ready) {
+    rx_poll_.resize(n_ports);
+    for (size_t k = 0; k < n_ports; ++k) rx_poll_[k] = pollfd{ports_[k]->fd(), POLLIN, 0};
+    const timespec zero{};
+    if (ppoll(rx_poll_.data(), n_ports, &zero, nullptr) < 0) check_ready = false;
+  }
   for (size_t k = 0; k < n_ports && total < out.size(); ++k) {
-    UdpPort& port = *ports_[(next_rx_port_ + k) % n_ports];
+    const size_t idx = (next_rx_port_ + k) % n_ports;
+    UdpPort& port = *ports_[idx];
+    if (check_ready && rx_poll_[idx].revents == 0 && !port.has_pending()) continue;
     const size_t room = std::min(out.size() - total, rx_scratch_.size());
     for (size_t i = 0; i < room; ++i) rx_scratch_[i].buf = out[total + i].buf;
     const size_t n = port.recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room));

@@ -17,6 +17,8 @@
 // devices on the same non-standard port agree; on 4791 nothing is translated.
 #pragma once
 
+#include <poll.h>
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -63,6 +65,7 @@ class UdpPacketIo final : public device::PacketIo {
   int wake_fd_ = -1;
   size_t next_rx_port_ = 0;  // round-robin start, so one busy address cannot starve another
   std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};
+  std::vector<pollfd> rx_poll_;  // rx_burst's readiness check, one entry per port
   std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
 };
 

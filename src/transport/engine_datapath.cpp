@@ -390,17 +390,22 @@ size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
     Qp* qp = qps_[idx].get();
     if (qp == nullptr) continue;
     qp->in_tx_list = false;
-    const FillResult r = fill_one(now, *qp, slots[n]);
+    // Round robin with a quantum: up to kTxQuantum packets per turn, so that a QP's packets
+    // sit next to each other in the burst and the driver can send them as one UDP GSO message
+    // (one packet per turn interleaved the QPs and left GSO nothing to merge). A QP that
+    // produced nothing leaves the list; the event that unblocks it (an ACK, a timer, a post, a
+    // state change) schedules it again.
+    FillResult r = FillResult::kNothing;
+    for (size_t k = 0; k < kTxQuantum && n < slots.size(); ++k) {
+      r = fill_one(now, *qp, slots[n]);
+      if (r != FillResult::kProduced) break;
+      ++n;
+    }
     if (r == FillResult::kNoRoom) {
       tx_list_push(*qp);
       break;
     }
-    // Round robin: one packet per turn. A QP that produced nothing leaves the list; the
-    // event that unblocks it (an ACK, a timer, a post, a state change) schedules it again.
-    if (r == FillResult::kProduced) {
-      ++n;
-      schedule_tx(*qp);
-    }
+    if (r == FillResult::kProduced) schedule_tx(*qp);
   }
   return n;
 }

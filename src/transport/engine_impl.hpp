@@ -89,6 +89,9 @@ class EngineImpl {
   void on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce);
   void on_timer(TimePoint now);
   [[nodiscard]] TimePoint next_deadline() const { return timers_.top_deadline(); }
+  // Packets one QP may build per round-robin turn (poll_tx): 16 full 4 KiB packets are about
+  // one UDP GSO message (65507 bytes).
+  static constexpr size_t kTxQuantum = 16;
   size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
   [[nodiscard]] bool has_tx() const { return tx_count_ != 0; }
   size_t poll_events(std::span<AsyncEvent> out);
