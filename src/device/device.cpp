@@ -57,8 +57,7 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
 Device::~Device() {
   flush_held_acks();
   stop_.store(true);
-  { std::lock_guard lock(park_mu_); }
-  park_cv_.notify_one();
+  unpark();
   if (thread_.joinable()) {
     io_->wake();
     thread_.join();

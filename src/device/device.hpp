@@ -149,8 +149,8 @@ class Device {
   bool io_pass(bool app_pass);
   bool flush_tx();                       // with io_mu_ held: tx only
   size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
-  // With io_mu_ held: sends what is built, then (with_held, once that is all gone) the held
-  // ACKs. Returns the packets sent.
+  // With io_mu_ held: sends what is built, with_held the held ACKs right behind it (in the
+  // same burst; they wait if it has no room). Returns the packets sent.
   size_t send_pending(bool with_held = true);
   // With io_mu_ held, at the end of an application-driven pass of a busy-polling program:
   // when everything the pass built is positive ACKs, keep them (copied) to go out after the
@@ -168,6 +168,7 @@ class Device {
   void end_app_driving();    // the application is about to block: the thread takes over
   bool app_driving() const;  // an application pass happened within app_handoff
   void park();               // progress thread: sleep while app_driving(), or until unparked
+  void unpark();             // any thread: end park() now (stop_ or the handoff changed)
 
   const PortInfo* port(uint8_t port_num) const;
 
@@ -214,7 +215,6 @@ class Device {
   // needs kBusyPolls of them, so a program about to block never makes the thread park.
   static constexpr uint32_t kBusyPolls = 4;
   std::atomic<uint32_t> app_polls_since_arm_{0};
-  std::atomic<bool> parked_{false};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::thread thread_;

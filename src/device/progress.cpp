@@ -24,6 +24,9 @@
 #include <algorithm>
 
 #include "device/device.hpp"
+#include "wire/header_layout.hpp"
+#include "wire/opcode.hpp"
+#include "wire/packet.hpp"
 
 namespace uroce::device {
 
@@ -35,70 +38,52 @@ size_t Device::fill_tx_locked(TimePoint now) {
   return tx_count_;
 }
 
-size_t Device::send_pending(bool with_held) {
-  if (with_held && held_count_ != 0 && tx_count_ != 0 &&
-      tx_head_ + tx_count_ + held_count_ <= tx_.size()) {
-    // The held ACKs ride behind the new packets in the same sendmmsg.
-    for (size_t i = 0; i < held_count_; ++i) {
-      transport::TxSlot& t = tx_[tx_head_ + tx_count_ + i];
-      std::copy_n(held_[i].buf.data(), held_[i].len, t.buf.data());
-      t.len = held_[i].len;
-      t.meta = held_[i].meta;
-    }
-    tx_count_ += held_count_;
-    held_count_ = 0;
-  }
-  size_t sent = 0;
-  if (tx_count_ != 0) {
-    sent = io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
-    if (config_.observer && sent > 0) {
-      config_.observer->on_tx(now(),
-                              std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
-    }
-    tx_head_ += sent;
-    tx_count_ -= sent;
-  }
-  if (!with_held || tx_count_ != 0 || held_count_ == 0) return sent;
-  const size_t acks = io_->tx_burst(std::span<const transport::TxSlot>(held_.data(), held_count_));
-  if (acks > 0) {
-    if (config_.observer) {
-      config_.observer->on_tx(now(), std::span<const transport::TxSlot>(held_.data(), acks));
-    }
-    // Rare (the socket buffer was full): keep the rest in order at the front.
-    for (size_t i = acks; i < held_count_; ++i) {
-      std::copy_n(held_[i].buf.data(), held_[i].len, held_[i - acks].buf.data());
-      held_[i - acks].len = held_[i].len;
-      held_[i - acks].meta = held_[i].meta;
-    }
-    held_count_ -= acks;
-  }
-  return sent + acks;
-}
-
 namespace {
 
-// A positive RC ACK (BTH opcode Acknowledge, AETH syndrome type ACK): what hold_acks may
-// delay. NAKs, responses with data and CNPs go at once.
+void copy_slot(const transport::TxSlot& from, transport::TxSlot& to) {
+  std::copy_n(from.buf.data(), from.len, to.buf.data());
+  to.len = from.len;
+  to.meta = from.meta;
+}
+
+// A positive RC ACK (Acknowledge with an AETH of type ACK): what hold_acks may delay. NAKs,
+// responses with data and CNPs go at once.
 bool is_positive_ack(const transport::TxSlot& slot) {
-  constexpr uint8_t kAcknowledge = 0x11;  // IBTA 9.2 Table 38 (RC Acknowledge)
-  constexpr size_t kAethOffset = 12;      // right after the 12-byte BTH
-  if (slot.len < kAethOffset + 1 || slot.buf[0] != kAcknowledge) return false;
-  return ((slot.buf[kAethOffset] >> 5) & 3) == 0;
+  constexpr uint8_t kRcAck = wire::make_opcode(wire::Transport::kRc, wire::Op::kAcknowledge);
+  if (slot.len < wire::kBthLen + wire::kAethLen || slot.buf[0] != kRcAck) return false;
+  return wire::Aeth{slot.buf[wire::kBthLen], 0}.type() == wire::AethType::kAck;
 }
 
 }  // namespace
+
+size_t Device::send_pending(bool with_held) {
+  if (with_held && held_count_ != 0) {
+    // The held ACKs ride behind what is built, in the same sendmmsg. Without room (a full
+    // burst still going out) they wait for it to drain.
+    if (tx_count_ == 0) tx_head_ = 0;
+    if (tx_head_ + tx_count_ + held_count_ <= tx_.size()) {
+      for (size_t i = 0; i < held_count_; ++i) copy_slot(held_[i], tx_[tx_head_ + tx_count_ + i]);
+      tx_count_ += held_count_;
+      held_count_ = 0;
+    }
+  }
+  if (tx_count_ == 0) return 0;
+  const size_t sent =
+      io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
+  if (config_.observer && sent > 0) {
+    config_.observer->on_tx(now(), std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
+  }
+  tx_head_ += sent;
+  tx_count_ -= sent;
+  return sent;
+}
 
 bool Device::hold_acks() {
   if (tx_count_ == 0 || held_count_ + tx_count_ > kMaxHeldAcks) return false;
   for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) {
     if (!is_positive_ack(tx_[i]) || tx_[i].len > kHeldAckBytes) return false;
   }
-  for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) {
-    transport::TxSlot& h = held_[held_count_++];
-    std::copy_n(tx_[i].buf.data(), tx_[i].len, h.buf.data());
-    h.len = tx_[i].len;
-    h.meta = tx_[i].meta;
-  }
+  for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) copy_slot(tx_[i], held_[held_count_++]);
   tx_head_ += tx_count_;
   tx_count_ = 0;
   return true;
@@ -198,12 +183,7 @@ void Device::note_app_drove() {
 void Device::end_app_driving() {
   app_polls_since_arm_.store(0, std::memory_order_relaxed);
   if (app_drove_ns_.exchange(0) == 0) return;
-  {
-    // Under park_mu_: the thread checks app_drove_ns_ and waits with it held, so this
-    // notification cannot fall between its check and its wait.
-    std::lock_guard lock(park_mu_);
-  }
-  park_cv_.notify_one();
+  unpark();
   // A sleeping thread computed its timeout before the application's passes, which may
   // have armed new timers (a retransmission): make it look again.
   if (sleeping_.load()) io_->wake();
@@ -216,17 +196,22 @@ bool Device::app_driving() const {
 }
 
 void Device::park() {
-  parked_.store(true);
-  {
-    std::unique_lock lock(park_mu_);
-    while (!stop_.load() && app_driving()) {
-      const Nanos left = Nanos(app_drove_ns_.load(std::memory_order_relaxed)) +
-                         config_.progress.app_handoff - now();
-      if (left <= Nanos::zero()) break;
-      park_cv_.wait_for(lock, left);
-    }
+  std::unique_lock lock(park_mu_);
+  while (!stop_.load() && app_driving()) {
+    const Nanos left =
+        Nanos(app_drove_ns_.load(std::memory_order_relaxed)) + config_.progress.app_handoff - now();
+    if (left <= Nanos::zero()) break;
+    park_cv_.wait_for(lock, left);
   }
-  parked_.store(false);
+}
+
+void Device::unpark() {
+  {
+    // Under park_mu_: the thread checks its condition and waits with it held, so this
+    // notification cannot fall between its check and its wait.
+    std::lock_guard lock(park_mu_);
+  }
+  park_cv_.notify_one();
 }
 
 void Device::kick() {

@@ -28,7 +28,8 @@ UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t u
     : ports_(std::move(ports)),
       udp_port_(udp_port),
       path_log_(std::move(path_log)),
-      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      rx_poll_(ports_.size()) {}
 
 UdpPacketIo::~UdpPacketIo() {
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -70,7 +71,6 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
   // application finds nothing most of the time. POLLERR counts (an ICMP error to read).
   bool check_ready = n_ports > 1;
   if (check_ready) {
-    rx_poll_.resize(n_ports);
     for (size_t k = 0; k < n_ports; ++k) rx_poll_[k] = pollfd{ports_[k]->fd(), POLLIN, 0};
     const timespec zero{};
     if (ppoll(rx_poll_.data(), n_ports, &zero, nullptr) < 0) check_ready = false;

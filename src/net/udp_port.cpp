@@ -525,11 +525,9 @@ constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
 // first datagram (a shared port's reuseport program reads that one's QPN), so a message
 // mixing the QPs of two processes sharing an address would land whole in one of them.
 bool same_flow(const TxDatagram& a, const TxDatagram& b) {
-  constexpr size_t kDestQpn = 5;  // BTH bytes 5..7
-  if (a.data.size() < kDestQpn + 3 || b.data.size() < kDestQpn + 3) return false;
+  const std::optional<uint32_t> qpn = dest_qpn_of(a.data);
   return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
-         a.scope_id == b.scope_id &&
-         std::memcmp(a.data.data() + kDestQpn, b.data.data() + kDestQpn, 3) == 0;
+         a.scope_id == b.scope_id && qpn && qpn == dest_qpn_of(b.data);
 }
 
 }  // namespace

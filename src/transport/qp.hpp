@@ -270,6 +270,7 @@ class Responder {
   void complete_recv(EngineImpl& e, Qp& qp, const Wc& wc, bool solicited);
   void drop_message();
   bool queue(const RespItem& item);
+  void pop_out();  // drops out_[out_head_]
   RdAtomicResource& new_resource();
 
   Psn epsn_;

@@ -83,6 +83,11 @@ bool Responder::queue(const RespItem& item) {
   return true;
 }
 
+void Responder::pop_out() {
+  out_head_ = (out_head_ + 1) % static_cast<uint32_t>(out_.size());
+  --out_count_;
+}
+
 void Responder::drop_message() {
   drop_msg_ = true;
   in_msg_ = InMsg::kNone;
@@ -391,8 +396,7 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
   };
   while (!qp.sr() && out_count_ > 1 && positive_ack(out_[out_head_]) &&
          positive_ack(out_[(out_head_ + 1) % out_.size()])) {
-    out_head_ = (out_head_ + 1) % static_cast<uint32_t>(out_.size());
-    --out_count_;
+    pop_out();
   }
   RespItem& it = out_[out_head_];
   wire::Headers h{};
@@ -453,8 +457,7 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
   e.count(qp, Counter::kSentPkts);
   e.count(qp, Counter::kBytesSent, size);
   if (done) {
-    out_head_ = (out_head_ + 1) % static_cast<uint32_t>(out_.size());
-    --out_count_;
+    pop_out();
   }
   return FillResult::kProduced;
 }

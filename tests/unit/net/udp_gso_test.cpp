@@ -32,6 +32,14 @@ TxDatagram to(const UdpPort& rx, std::span<const uint8_t> bytes, uint8_t tos = 0
   return d;
 }
 
+// One datagram to `rx` per packet, in order.
+std::vector<TxDatagram> to_all(const UdpPort& rx, const std::vector<std::vector<uint8_t>>& packets,
+                               uint8_t tos = 0) {
+  std::vector<TxDatagram> burst;
+  for (const auto& p : packets) burst.push_back(to(rx, p, tos));
+  return burst;
+}
+
 // What a datagram sent as segment `k` of a GSO message carries over IPv4: the kernel gives the
 // segment IPv4 ID k, so the port corrects the ICRC (the last 4 bytes) for it; the rest is as
 // sent.
@@ -55,8 +63,7 @@ TEST(UdpGso, OneRunIsOneMessageAndArrivesByteExact) {
   auto b = UdpPort::open(with_gso(false));
   ASSERT_TRUE(a.ok() && b.ok());
   const auto payloads = write_run();
-  std::vector<TxDatagram> burst;
-  for (const auto& p : payloads) burst.push_back(to(*b.value(), p, 0x02));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), payloads, 0x02);
   ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
   EXPECT_EQ(a.value()->counters().tx_gso_fallback, 0u);
@@ -110,8 +117,7 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
   // 70 equal datagrams: 64 segments at most per message -> 2 messages; 17 of 4112 bytes
   // exceed 65507 bytes -> 15 + 2.
   std::vector<std::vector<uint8_t>> small(70, bth_packet(0x300, 100, 1));
-  std::vector<TxDatagram> many;
-  for (const auto& s : small) many.push_back(to(*b.value(), s));
+  const std::vector<TxDatagram> many = to_all(*b.value(), small);
   ASSERT_EQ(a.value()->send_burst(many), 64u + 6u);
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u);
   auto got_many = receive(*b.value(), 70, 2s);
@@ -121,8 +127,7 @@ TEST(UdpGso, MixedBurstSplitsIntoRuns) {
         << i;
   }
   std::vector<std::vector<uint8_t>> big(17, bth_packet(0x301, 4100, 2));
-  std::vector<TxDatagram> bigs;
-  for (const auto& s : big) bigs.push_back(to(*b.value(), s));
+  const std::vector<TxDatagram> bigs = to_all(*b.value(), big);
   ASSERT_EQ(a.value()->send_burst(bigs), 17u);
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 5u + 2u + 2u);
   auto got_big = receive(*b.value(), 17, 2s);
@@ -142,8 +147,7 @@ TEST(UdpGso, ADestinationQpChangeCutsTheRun) {
   std::vector<std::vector<uint8_t>> p;
   for (uint32_t i = 0; i < 3; ++i) p.push_back(bth_packet(0x51, 1000, uint8_t(i)));
   for (uint32_t i = 0; i < 3; ++i) p.push_back(bth_packet(0x52, 1000, uint8_t(i)));
-  std::vector<TxDatagram> burst;
-  for (const auto& d : p) burst.push_back(to(*b.value(), d));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), p);
   ASSERT_EQ(a.value()->send_burst(burst), p.size());
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 2u);
   auto got = receive(*b.value(), p.size(), 2s);
@@ -162,8 +166,7 @@ TEST(UdpGso, LongerHeadGoesAloneAndTheRestIsOneRun) {
   std::vector<std::vector<uint8_t>> p;
   p.push_back(bth_packet(0x10, 4116, 0xF0));
   for (uint32_t i = 0; i < 10; ++i) p.push_back(bth_packet(0x10, 4100, static_cast<uint8_t>(i)));
-  std::vector<TxDatagram> burst;
-  for (const auto& d : p) burst.push_back(to(*b.value(), d));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), p);
   ASSERT_EQ(a.value()->send_burst(burst), p.size());
   EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
   auto got = receive(*b.value(), p.size(), 2s);
@@ -183,8 +186,7 @@ TEST(UdpGso, OffAndOnReceiveTheSameBytes) {
     auto a = UdpPort::open(with_gso(on));
     auto b = UdpPort::open(with_gso(false));
     ASSERT_TRUE(a.ok() && b.ok());
-    std::vector<TxDatagram> burst;
-    for (const auto& p : payloads) burst.push_back(to(*b.value(), p));
+    const std::vector<TxDatagram> burst = to_all(*b.value(), payloads);
     ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
     EXPECT_EQ(a.value()->counters().tx_gso_messages, on ? 1u : 0u);
     auto got = receive(*b.value(), payloads.size(), 2s);
@@ -229,8 +231,7 @@ TEST(UdpGro, AGsoMessageIsReceivedAsOneAndCutIntoItsDatagrams) {
   auto b = UdpPort::open(receiving(true));
   ASSERT_TRUE(a.ok() && b.ok());
   const auto payloads = write_run();
-  std::vector<TxDatagram> burst;
-  for (const auto& p : payloads) burst.push_back(to(*b.value(), p, 0x02));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), payloads, 0x02);
   ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
   ASSERT_EQ(a.value()->counters().tx_gso_messages, 1u);
   const auto got = receive_in(*b.value(), payloads.size(), UdpPort::kMaxBurst);
@@ -292,8 +293,7 @@ TEST(UdpGro, PlainDatagramsArriveAsThemselves) {
   auto b = UdpPort::open(receiving(true));
   ASSERT_TRUE(a.ok() && b.ok());
   const auto payloads = write_run();
-  std::vector<TxDatagram> burst;
-  for (const auto& p : payloads) burst.push_back(to(*b.value(), p));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), payloads);
   ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
   const auto got = receive_in(*b.value(), payloads.size(), UdpPort::kMaxBurst);
   ASSERT_EQ(got.size(), payloads.size());
