@@ -34,5 +34,7 @@ Subcommand add_pingpong_command(CLI::App& app);
 Subcommand add_switch_command(CLI::App& app);
 // `uroce sim SCENARIO [--out DIR] [--seed N]`: the deterministic fabric simulator.
 Subcommand add_sim_command(CLI::App& app);
+// `uroce exec -- PROGRAM [ARGS...]`: an unmodified RDMA program on uroce (drop-in + sysfs view).
+Subcommand add_exec_command(CLI::App& app);
 
 }  // namespace uroce::cli

@@ -15,12 +15,12 @@ namespace {
 
 using AddCommand = uroce::cli::Subcommand (*)(CLI::App&);
 
-constexpr std::array<AddCommand, 9> kCommands = {
+constexpr std::array<AddCommand, 10> kCommands = {
     &uroce::cli::add_dump_command,     &uroce::cli::add_devinfo_command,
     &uroce::cli::add_gids_command,     &uroce::cli::add_perf_command,
     &uroce::cli::add_pingpong_command, &uroce::cli::add_stat_command,
     &uroce::cli::add_doctor_command,   &uroce::cli::add_switch_command,
-    &uroce::cli::add_sim_command};
+    &uroce::cli::add_sim_command,      &uroce::cli::add_exec_command};
 
 // One line a user can act on: what is wrong, then where the usage is.
 std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {

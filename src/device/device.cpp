@@ -62,6 +62,7 @@ Device::~Device() {
     io_->wake();
     thread_.join();
   }
+  if (config_.observer) config_.observer->on_close(*this);
   for (auto& [lkey, range] : pinned_) munlock(range.addr, range.length);
 }
 

@@ -33,6 +33,9 @@ class DeviceObserver {
   virtual void on_rx(TimePoint now, std::span<const RxPacket> received) = 0;
   virtual void on_pass(TimePoint now, const Device& dev) = 0;
   virtual void on_idle(TimePoint now, const Device& dev) = 0;
+  // The device is closing: its progress thread has stopped and nothing will change its
+  // counters again (telemetry publishes them one last time for readers that outlive it).
+  virtual void on_close(const Device& /*dev*/) {}
 
   virtual void on_qp_created(uint32_t qpn) = 0;
   virtual void on_qp_modified(uint32_t qpn, const transport::QpAttr& attr, uint32_t mask) = 0;

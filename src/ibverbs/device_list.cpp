@@ -48,9 +48,12 @@ DeviceSlot& slot_for(const net::HostDevice& d) {
   slot.dev.node_type = IBV_NODE_CA;
   slot.dev.transport_type = IBV_TRANSPORT_IB;
   copy_name(slot.dev.name, sizeof slot.dev.name, d.name);
-  copy_name(slot.dev.dev_name, sizeof slot.dev.dev_name, "uverbs-" + d.name);
-  copy_name(slot.dev.dev_path, sizeof slot.dev.dev_path,
-            "/sys/class/infiniband_verbs/uverbs-" + d.name);
+  // uverbs<N> as the kernel names its character devices: `uroce exec` creates
+  // /dev/infiniband/uverbs<N> and /sys/class/infiniband_verbs/uverbs<N> for the device at
+  // position N of the list, which UCX looks for (src/cli/exec_view.hpp).
+  const std::string uverbs = "uverbs" + std::to_string(slot.index);
+  copy_name(slot.dev.dev_name, sizeof slot.dev.dev_name, uverbs);
+  copy_name(slot.dev.dev_path, sizeof slot.dev.dev_path, "/sys/class/infiniband_verbs/" + uverbs);
   copy_name(slot.dev.ibdev_path, sizeof slot.dev.ibdev_path, "/sys/class/infiniband/" + d.name);
   return slot;
 }

@@ -213,7 +213,9 @@ std::optional<KernelDevice> read_kernel_device(const std::string& root, const st
 std::vector<KernelDevice> read_kernel_devices(const std::string& root, bool query_mtu) {
   std::vector<KernelDevice> out;
   for (const std::string& name : dir_names(fs::path(root) / "class" / "infiniband")) {
-    if (auto d = read_kernel_device(root, name, query_mtu)) out.push_back(std::move(*d));
+    auto d = read_kernel_device(root, name, query_mtu);
+    // uroce's own devices as `uroce exec` shows them to a program: not kernel devices.
+    if (d && d->hca_type != "uroce") out.push_back(std::move(*d));
   }
   return out;
 }

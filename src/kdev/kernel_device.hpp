@@ -67,7 +67,8 @@ struct KernelDevice {
 // The sysfs root: UROCE_SYSFS_ROOT when set (tests), else "/sys".
 [[nodiscard]] std::string sysfs_root();
 
-// Every device of <root>/class/infiniband, name order. None (an empty list) when the
+// Every kernel device of <root>/class/infiniband (not uroce's own, hca_type "uroce", which
+// `uroce exec` adds there for its program), name order. None (an empty list) when the
 // directory does not exist: a host without kernel RDMA. `query_mtu`: ask libibverbs for the
 // port MTUs when the tree has no MTU file (off in tests, so a recorded tree is all they see).
 [[nodiscard]] std::vector<KernelDevice> read_kernel_devices(const std::string& root,

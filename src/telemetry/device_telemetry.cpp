@@ -140,6 +140,10 @@ DeviceTelemetry::~DeviceTelemetry() {
   release_label(options_.device);
 }
 
+void DeviceTelemetry::on_close(const device::Device& dev) {
+  publish(dev);
+}
+
 void DeviceTelemetry::on_tx(TimePoint now, std::span<const transport::TxSlot> sent) {
   // Packets built by an application thread's flush change counters outside a pass.
   tx_outside_pass_.store(true, std::memory_order_relaxed);

@@ -80,6 +80,9 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   void on_rx(TimePoint now, std::span<const device::RxPacket> received) override;
   void on_pass(TimePoint now, const device::Device& dev) override;
   void on_idle(TimePoint now, const device::Device& dev) override;
+  // Publishes the final counters: `uroce exec` reads a closed device's segment once more
+  // through the file it holds open (telemetry::SegmentFollower).
+  void on_close(const device::Device& dev) override;
   void on_qp_created(uint32_t qpn) override;
   void on_qp_modified(uint32_t qpn, const transport::QpAttr& attr, uint32_t mask) override;
   void on_qp_destroyed(uint32_t qpn) override;

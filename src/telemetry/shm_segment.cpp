@@ -310,10 +310,18 @@ std::optional<DeviceSnapshot> read_segment(const std::string& path, std::string*
   return snap;
 }
 
-std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
-                                          std::vector<std::string>* notes) {
-  std::vector<DeviceSnapshot> out;
-  const std::string dir = shm_dir();
+namespace {
+
+struct SegmentFile {
+  std::string name;
+  long pid = 0;
+  bool ours = false;  // of this network namespace
+};
+
+// The segment files of shm_dir(), name order: uroce-<pid>-netns-<inode>-<device>, the pid
+// taken from the name so a dead process' segment is found even when its header is unreadable.
+std::vector<SegmentFile> list_segment_files(const std::string& dir) {
+  std::vector<SegmentFile> out;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return out;
   std::vector<std::string> files;
@@ -323,16 +331,67 @@ std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
   closedir(d);
   std::sort(files.begin(), files.end());
   const std::string our_netns = "-" + netns_key(netns_inode()) + "-";
-  for (const std::string& name : files) {
-    const std::string path = dir + "/" + name;
-    // uroce-<pid>-netns-<inode>-<device>: the pid from the name, so a dead process' segment
-    // is found even when its header is unreadable.
+  for (std::string& name : files) {
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + 6, &end, 10);
     if (end == nullptr || *end != '-' || pid <= 0) continue;
+    const bool ours = std::string_view(end).substr(0, our_netns.size()) == our_netns;
+    out.push_back(SegmentFile{std::move(name), pid, ours});
+  }
+  return out;
+}
+
+bool process_exists(long pid) {
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+SegmentFollower::~SegmentFollower() {
+  for (Held& h : held_) {
+    if (h.fd >= 0) close(h.fd);
+  }
+}
+
+std::vector<DeviceSnapshot> SegmentFollower::poll() {
+  const std::string dir = shm_dir();
+  for (const SegmentFile& f : list_segment_files(dir)) {
+    if (!f.ours || !process_exists(f.pid)) continue;
+    const bool known =
+        std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.name == f.name; });
+    if (known) continue;
+    const int fd = open((dir + "/" + f.name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) held_.push_back(Held{f.name, static_cast<int>(f.pid), fd, std::nullopt});
+  }
+  std::vector<DeviceSnapshot> out;
+  for (Held& h : held_) {
+    if (h.fd >= 0) {
+      // Whether the process is gone is asked first, so the read that follows is its last.
+      const bool ended = !process_exists(h.pid);
+      if (auto snap = read_segment("/proc/self/fd/" + std::to_string(h.fd), nullptr)) {
+        h.last = std::move(snap);
+      }
+      if (ended) {
+        close(h.fd);
+        h.fd = -1;
+      }
+    }
+    if (h.last) out.push_back(*h.last);
+  }
+  return out;
+}
+
+std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
+                                          std::vector<std::string>* notes) {
+  std::vector<DeviceSnapshot> out;
+  const std::string dir = shm_dir();
+  for (const SegmentFile& f : list_segment_files(dir)) {
+    const std::string& name = f.name;
+    const std::string path = dir + "/" + name;
+    const long pid = f.pid;
     if (options.pid && *options.pid != pid) continue;
-    const bool exists = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-    if (std::string_view(end).substr(0, our_netns.size()) != our_netns) {
+    const bool exists = process_exists(pid);
+    if (!f.ours) {
       // Another network namespace's process (or an older uroce's unkeyed name): not shown
       // here, as its devices are not reachable from here; removed once its process is gone,
       // which any namespace can tell since they share the pid namespace.

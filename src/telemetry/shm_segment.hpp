@@ -68,6 +68,30 @@ struct ReadOptions {
 [[nodiscard]] std::vector<DeviceSnapshot> read_segments(const ReadOptions& options,
                                                         std::vector<std::string>* notes = nullptr);
 
+// Follows this network namespace's segments for a reader that must not lose what a process
+// counted before it exited (`uroce exec`'s hw_counters files): each segment is held open from
+// the first poll() that sees it, so after its process exits and unlinks it, one last read
+// through the open file gets its final counters, which poll() then keeps returning.
+class SegmentFollower {
+ public:
+  SegmentFollower() = default;
+  ~SegmentFollower();
+  SegmentFollower(const SegmentFollower&) = delete;
+  SegmentFollower& operator=(const SegmentFollower&) = delete;
+
+  // The latest counters of every segment seen so far, live or ended, in the order first seen.
+  std::vector<DeviceSnapshot> poll();
+
+ private:
+  struct Held {
+    std::string name;
+    int pid = 0;
+    int fd = -1;  // -1 once the process has ended and its last counters were read
+    std::optional<DeviceSnapshot> last;
+  };
+  std::vector<Held> held_;
+};
+
 // One segment by path; nullopt (and *error) when it cannot be read consistently.
 [[nodiscard]] std::optional<DeviceSnapshot> read_segment(const std::string& path,
                                                          std::string* error);

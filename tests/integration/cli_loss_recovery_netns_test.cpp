@@ -23,22 +23,6 @@ int sh(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
 
-bool listening_in(pid_t pid, uint16_t port) {
-  char want[8];
-  std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* file : {"tcp", "tcp6"}) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, state;
-      f >> sl >> local >> remote >> state;
-      if (state == "0A" && local.ends_with(want)) return true;
-    }
-  }
-  return false;
-}
-
 class LossRecoveryNetns : public ::testing::Test {
  protected:
   void SetUp() override {

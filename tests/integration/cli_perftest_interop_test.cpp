@@ -226,23 +226,6 @@ int sh(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
 
-// Like tcp_listening(), but in the network namespace of process `pid`.
-bool listening_in(pid_t pid, uint16_t port) {
-  char want[8];
-  std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* file : {"/net/tcp", "/net/tcp6"}) {
-    std::ifstream in("/proc/" + std::to_string(pid) + file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, state;
-      f >> sl >> local >> remote >> state;
-      if (state == "0A" && local.ends_with(want)) return true;
-    }
-  }
-  return false;
-}
-
 class CliPerftestNetns : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -179,13 +179,15 @@ class Process {
   std::string out_path_;
 };
 
-// True once a socket listens on 127.0.0.1/0.0.0.0/:: `port` (read from /proc/net/tcp*,
-// because a probing connect() would be taken for the client by one-shot servers).
-inline bool tcp_listening(uint16_t port) {
+// True once a socket listens on `port` (any local address) in the TCP tables under
+// `net_dir`: "/proc/net" for this network namespace, "/proc/<pid>/net" for the namespace
+// process <pid> runs in. Read from the tables because a probing connect() would be taken for
+// the client by one-shot servers.
+inline bool tcp_listening_in(const std::string& net_dir, uint16_t port) {
   char want[8];
   std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(file);
+  for (const char* file : {"/tcp", "/tcp6"}) {
+    std::ifstream in(net_dir + file);
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream f(line);
@@ -195,6 +197,15 @@ inline bool tcp_listening(uint16_t port) {
     }
   }
   return false;
+}
+
+inline bool tcp_listening(uint16_t port) {
+  return tcp_listening_in("/proc/net", port);
+}
+
+// The same in the network namespace of process `pid` (a server started by `ip netns exec`).
+inline bool listening_in(pid_t pid, uint16_t port) {
+  return tcp_listening_in("/proc/" + std::to_string(pid) + "/net", port);
 }
 
 inline bool wait_listening(uint16_t port, Process& server, std::chrono::milliseconds timeout) {

@@ -27,24 +27,6 @@ int sh(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
 
-// True once `pid` (in its own namespace) has a TCP socket listening on `port`: its
-// /proc/PID/net/tcp* are the tables of the namespace it runs in.
-bool listening_in(pid_t pid, uint16_t port) {
-  char want[8];
-  std::snprintf(want, sizeof want, ":%04X", port);
-  for (const char* file : {"tcp", "tcp6"}) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, state;
-      f >> sl >> local >> remote >> state;
-      if (state == "0A" && local.ends_with(want)) return true;
-    }
-  }
-  return false;
-}
-
 // perftest's result row: "#bytes #iterations <two or three numbers>".
 struct Row {
   uint64_t bytes = 0;

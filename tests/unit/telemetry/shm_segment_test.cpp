@@ -144,6 +144,51 @@ TEST_F(ShmTest, StaleSegmentOfADeadProcessIsSkippedAndRemoved) {
   EXPECT_EQ(notes[0], "removed stale " + path + " (pid " + std::to_string(child) + " is gone)");
 }
 
+// A child publishes, the follower sees it, then the child publishes its last counts, removes
+// its segment (a normal exit) and exits: the follower still returns those last counts, after
+// the process is gone, on every later poll.
+TEST_F(ShmTest, FollowerKeepsTheLastCountsOfAnExitedProcess) {
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(go[1]);
+    auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
+    DeviceSnapshot s = sample();
+    s.values = {1, 1, 0};
+    pub->publish(s);
+    char c = 0;
+    if (read(go[0], &c, 1) != 1) _exit(2);  // the follower has seen the segment
+    s.values = {500, 400, 3};
+    pub->publish(s);
+    pub.reset();  // unlinks the segment
+    _exit(0);
+  }
+  close(go[0]);
+  SegmentFollower follower;
+  std::vector<DeviceSnapshot> seen;
+  for (int i = 0; i < 500 && seen.empty(); ++i) {
+    seen = follower.poll();
+    if (seen.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].value("sent_pkts"), 1u);
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_FALSE(
+      std::filesystem::exists(dir_ + "/" + segment_name(child, netns_inode(), "uroce_lo")));
+  for (int poll = 0; poll < 2; ++poll) {
+    seen = follower.poll();
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].pid, child);
+    EXPECT_EQ(seen[0].value("sent_pkts"), 500u);
+    EXPECT_EQ(seen[0].value("retry_exceeded_err"), 3u);
+  }
+}
+
 TEST(ShmNameTest, NameCarriesPidNamespaceAndDevice) {
   EXPECT_EQ(segment_name(1234, 4026531840, "uroce_lo"), "uroce-1234-netns-4026531840-uroce_lo");
 }
