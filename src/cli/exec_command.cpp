@@ -117,7 +117,7 @@ int run_exec(const ExecOptions& o) {
   }
   if (!o.write_view_dir.empty()) {
     error = write_view(o.write_view_dir + "/sys/class", sysfs_view(*devices));
-    if (error.empty()) error = write_dev_view(o.write_view_dir + "/dev", dev_view(*devices));
+    if (error.empty()) error = write_dev_view(o.write_view_dir + "/dev", dev_view(*devices), false);
     if (!error.empty()) {
       fmt::print(stderr, "uroce exec: {}\n", error);
       return kExitFailure;
@@ -141,7 +141,7 @@ int run_exec(const ExecOptions& o) {
   }
   error = enter_view_namespace();
   if (error.empty()) error = write_view("/sys/class", sysfs_view(*devices));
-  if (error.empty()) error = write_dev_view("/dev", dev_view(*devices));
+  if (error.empty()) error = write_dev_view("/dev", dev_view(*devices), true);
   if (!error.empty()) {
     fmt::print(stderr, "uroce exec: {}\n", error);
     return kExitFailure;

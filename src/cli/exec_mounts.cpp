@@ -69,48 +69,42 @@ std::string mount_overlay(const std::string& lower, const std::string& upper,
   return "";
 }
 
-// Mount points under /dev (/dev/pts, /dev/shm, /dev/mqueue, ...) that are not inside another
-// one: an overlay of /dev shows only devtmpfs' empty directories there, so each is bound
-// (with what is mounted inside it) into the overlay.
-std::vector<std::string> dev_submounts() {
-  std::vector<std::string> points;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, point;
-    fields >> id >> parent >> devno >> root >> point;
-    if (point.rfind("/dev/", 0) == 0) points.push_back(point);
-  }
-  std::sort(points.begin(), points.end());
-  points.erase(std::unique(points.begin(), points.end()), points.end());
-  std::vector<std::string> outer;
-  for (const std::string& p : points) {
-    const bool nested = std::any_of(outer.begin(), outer.end(),
-                                    [&](const std::string& o) { return p.rfind(o + "/", 0) == 0; });
-    if (!nested) outer.push_back(p);
-  }
-  return outer;
-}
-
-std::string bind(const std::string& from, const std::string& to) {
-  if (mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+std::string bind(const std::string& from, const std::string& to, unsigned long flags) {
+  if (mount(from.c_str(), to.c_str(), nullptr, MS_BIND | flags, nullptr) != 0) {
     return fmt::format("cannot bind {} into the view: {}", from, errno_text());
   }
   return "";
 }
 
-// In a user namespace every new mount is nodev: the overlay's /dev/null would refuse to open.
-// The real device files are bound over their overlay copies (bind mounts keep the flags of
-// the mount they come from).
-std::string bind_char_devices(const std::string& dev_overlay) {
+// A new /dev in `view` (a tmpfs) with every entry of the real one, reached through `real` (a
+// recursive bind of /dev): directories and files bound (so /dev/pts, /dev/shm and the device
+// nodes are the host's, and in a user namespace the nodes keep working: a bind keeps the
+// flags of the mount it comes from, where a new mount there would be "nodev"), symlinks
+// copied. An overlay of /dev would do as root, but overlayfs refuses devtmpfs as a lower
+// layer in a user namespace.
+std::string populate_dev(const std::string& real, const std::string& view) {
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator("/dev", ec)) {
+  for (const fs::directory_entry& e : fs::directory_iterator(real, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string to = view + "/" + name;
     struct stat st {};
-    if (lstat(e.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
-    const std::string to = dev_overlay + "/" + e.path().filename().string();
-    if (mount(e.path().c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0)
-      continue;  // best effort
+    if (lstat(e.path().c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code lec;
+      const fs::path target = fs::read_symlink(e.path(), lec);
+      if (!lec) fs::create_symlink(target, to, lec);
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (mkdir(to.c_str(), st.st_mode & 07777) != 0) continue;
+      if (std::string err = bind(e.path(), to, MS_REC); !err.empty()) return err;
+      continue;
+    }
+    const int fd = open(to.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    close(fd);
+    // Best effort: a node that cannot be bound (e.g. gone meanwhile) is left out.
+    (void)bind(e.path(), to, 0);
   }
   return ec ? fmt::format("cannot list /dev: {}", ec.message()) : "";
 }
@@ -135,22 +129,20 @@ std::string enter_view_namespace() {
   if (mount("uroce-exec", scratch, "tmpfs", MS_NOSUID, "mode=0755") != 0) {
     error = fmt::format("cannot mount a tmpfs: {}", errno_text());
   }
-  for (const char* d : {"/sys", "/sys-work", "/dev", "/dev-work", "/dev-view"}) {
+  for (const char* d : {"/sys", "/sys-work", "/dev-real", "/dev-view"}) {
     if (error.empty() && mkdir((s + d).c_str(), 0755) != 0) {
       error = fmt::format("cannot create {}{}: {}", s, d, errno_text());
     }
   }
   if (error.empty()) error = mount_overlay("/sys/class", s + "/sys", s + "/sys-work", "/sys/class");
-  if (error.empty()) error = mount_overlay("/dev", s + "/dev", s + "/dev-work", s + "/dev-view");
-  if (error.empty()) {
-    for (const std::string& point : dev_submounts()) {
-      error = bind(point, s + "/dev-view" + point.substr(4));
-      if (!error.empty()) break;
-    }
+  if (error.empty()) error = bind("/dev", s + "/dev-real", MS_REC);
+  if (error.empty() &&
+      mount("uroce-exec-dev", (s + "/dev-view").c_str(), "tmpfs", MS_NOSUID, "mode=0755") != 0) {
+    error = fmt::format("cannot mount a tmpfs for /dev: {}", errno_text());
   }
-  if (error.empty() && !root) error = bind_char_devices(s + "/dev-view");
+  if (error.empty()) error = populate_dev(s + "/dev-real", s + "/dev-view");
   if (error.empty() && mount((s + "/dev-view").c_str(), "/dev", nullptr, MS_MOVE, nullptr) != 0) {
-    error = fmt::format("cannot move the /dev overlay into place: {}", errno_text());
+    error = fmt::format("cannot move the new /dev into place: {}", errno_text());
   }
   umount2(scratch, MNT_DETACH);
   rmdir(scratch);
@@ -182,18 +174,27 @@ std::string write_view(const std::string& root, const std::vector<ViewFile>& fil
   return "";
 }
 
-std::string write_dev_view(const std::string& dev_root, const std::vector<ViewFile>& files) {
+std::string write_dev_view(const std::string& dev_root, const std::vector<ViewFile>& files,
+                           bool in_view_namespace) {
   for (size_t n = 0; n < files.size(); ++n) {
     const fs::path path = fs::path(dev_root) / files[n].path;
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
     if (ec) return fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message());
     if (fs::exists(path, ec)) continue;
+    // Read-write for everyone, as udev makes the kernel's (UCX checks access(R_OK | W_OK)).
     const dev_t dev = makedev(kUverbsMajor, kUverbsMinorBase + static_cast<unsigned>(n));
-    if (mknod(path.c_str(), S_IFCHR | 0666, dev) == 0) continue;
+    if (mknod(path.c_str(), S_IFCHR | 0666, dev) == 0) {
+      chmod(path.c_str(), 0666);  // past the umask
+      continue;
+    }
+    // No mknod (a user namespace): UCX accepts only a character device it may open, so
+    // /dev/null stands in, bound over an empty file. Nothing opens it: the drop-in talks to no
+    // kernel driver.
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) return fmt::format("cannot create {}: {}", path.string(), errno_text());
     close(fd);
+    if (in_view_namespace) (void)bind("/dev/null", path.string(), 0);
   }
   return "";
 }

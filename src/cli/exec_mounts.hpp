@@ -1,12 +1,11 @@
-// The private mount namespace of `uroce exec`: /sys/class and /dev become overlays of
-// themselves with uroce's view added on top (exec_view.hpp), visible to this process and its
-// children only. Nothing on the host changes: the overlays' upper layers live in a tmpfs of
-// the namespace, and mounts do not propagate out (the namespace's mounts are made private).
+// The private mount namespace of `uroce exec`: /sys/class becomes an overlay of itself and
+// /dev a tmpfs with the real /dev's entries bound in, so uroce's view (exec_view.hpp) can be
+// added to both, visible to this process and its children only. Nothing on the host changes:
+// the overlay's upper layer and the new /dev live in tmpfs of the namespace, and mounts do not
+// propagate out (the namespace's mounts are made private).
 //
 // As root: unshare(CLONE_NEWNS). As another user: a user namespace first (mapping the user to
-// itself), where the kernel allows unprivileged user namespaces; there a new mount is
-// "nodev", so the character devices of /dev (null, zero, tty, ...) are bind-mounted into the
-// overlay from the real /dev to keep working.
+// itself), where the kernel allows unprivileged user namespaces (and overlayfs in them).
 #pragma once
 
 #include <string>
@@ -26,8 +25,11 @@ namespace uroce::cli {
 [[nodiscard]] std::string write_view(const std::string& root, const std::vector<ViewFile>& files);
 
 // Creates /dev/infiniband/uverbs<N> (`files` from dev_view()) under `dev_root`: character
-// devices 231:192+N where mknod is allowed (root), else empty regular files.
+// devices 231:192+N, mode 0666, where mknod is allowed (root); else empty files, over which
+// /dev/null is bound when `in_view_namespace` (UCX takes only a character device it may
+// open and write, and nothing opens it).
 [[nodiscard]] std::string write_dev_view(const std::string& dev_root,
-                                         const std::vector<ViewFile>& files);
+                                         const std::vector<ViewFile>& files,
+                                         bool in_view_namespace);
 
 }  // namespace uroce::cli

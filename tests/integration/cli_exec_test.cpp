@@ -92,6 +92,34 @@ TEST_F(CliExecTest, FilesAgreeWithUroceGids) {
   EXPECT_EQ(std::to_string(gids), m[1].str());
 }
 
+// The unprivileged path: as user nobody, `uroce exec` makes a user namespace first; there it
+// cannot create device nodes, so /dev/null stands in for uverbs0 (UCX wants a character device
+// it may open read-write), and the real /dev's nodes are bound in and still work.
+TEST_F(CliExecTest, WorksForAnUnprivilegedUserThroughAUserNamespace) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become another user (setpriv)";
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  if (uroce::test::run_shell(as_nobody + "test -x " + uroce_bin()).first != 0) {
+    GTEST_SKIP() << "user nobody cannot run " << uroce_bin() << " (directory permissions)";
+  }
+  if (uroce::test::run_shell("test \"$(cat /proc/sys/user/max_user_namespaces)\" -gt 0").first !=
+      0) {
+    GTEST_SKIP() << "user namespaces are disabled on this host";
+  }
+  const std::string ucx =
+      have_program("/usr/bin/ucx_info") ? "ucx_info -d | grep 'Memory domain: uroce_lo'; " : "";
+  const auto [rc, out] = uroce::test::run_shell(
+      as_nobody + uroce_bin() +
+      " exec --netdev lo -- sh -c 'id -u; cat /sys/class/infiniband/uroce_lo/node_type; stat -c "
+      "%F /dev/infiniband/uverbs0; echo x > /dev/null && echo devnull-ok; " +
+      ucx + "' 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("65534\n1: CA\ncharacter special file\ndevnull-ok\n"), std::string::npos)
+      << out;
+  if (!ucx.empty()) {
+    EXPECT_NE(out.find("# Memory domain: uroce_lo"), std::string::npos) << out;
+  }
+}
+
 TEST_F(CliExecTest, ExitStatusesAreTheProgramsAsAShellReportsThem) {
   EXPECT_EQ(exec_sh("exit 7").exit_code, 7);
   EXPECT_EQ(exec_sh("kill -TERM $$").exit_code, 128 + SIGTERM);

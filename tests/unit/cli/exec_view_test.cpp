@@ -94,7 +94,7 @@ TEST(ExecView, DevFilesAreNumberedInListOrder) {
   EXPECT_EQ(files[0].path, "infiniband/uverbs0");
   EXPECT_EQ(files[1].path, "infiniband/uverbs1");
   test::TempDir dir;
-  ASSERT_EQ(write_dev_view(dir.path(), files), "");
+  ASSERT_EQ(write_dev_view(dir.path(), files, false), "");
   struct stat st {};
   ASSERT_EQ(stat((dir.path() + "/infiniband/uverbs1").c_str(), &st), 0);
   // A character device 231:193 where mknod is allowed (root), else an empty regular file.
