@@ -7,6 +7,8 @@
 // in the address's reuseport group, its own QPN slot and progress thread, so contexts are as
 // independent as contexts of a hardware NIC. ibv_close_device tears it all down.
 #include <endian.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -138,10 +140,15 @@ ibv_context* ibv_open_device(ibv_device* device) {
   v.create_qp_ex = create_qp_ex;
   ibv_context& c = v.context;
   c.device = device;
-  c.cmd_fd = -1;
+  // A real context's cmd_fd is its open uverbs file, which programs may dup, poll or pass to
+  // ibv_import_device (rdma-core's tests dup it). An eventfd stands in: a valid fd that never
+  // becomes readable; ibv_import_device answers EOPNOTSUPP (compat.cpp).
+  c.cmd_fd = eventfd(0, EFD_CLOEXEC);
   c.async_fd = make_app_fd(uctx->dev->async_fd());
-  if (c.async_fd < 0) {
-    const int err = -c.async_fd;
+  if (c.async_fd < 0 || c.cmd_fd < 0) {
+    const int err = c.async_fd < 0 ? -c.async_fd : errno;
+    if (c.cmd_fd >= 0) close(c.cmd_fd);
+    if (c.async_fd >= 0) close_app_fd(c.async_fd);
     delete uctx;
     return fail_null<ibv_context>(err);
   }
@@ -157,6 +164,7 @@ int ibv_close_device(ibv_context* context) {
   UContext* uctx = ctx_of(context);
   pthread_mutex_destroy(&context->mutex);
   close_app_fd(context->async_fd);
+  close(context->cmd_fd);
   delete uctx;  // stops the progress thread, closes the sockets
   return 0;
 }

@@ -43,7 +43,7 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
       default: {
         auto it = uctx->qps.find(e.element);
         if (it == uctx->qps.end()) continue;
-        event->element.qp = &it->second->qp;
+        event->element.qp = &it->second->qpx.qp_base;
         return 0;
       }
     }

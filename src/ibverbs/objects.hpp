@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "device/device.hpp"
 
@@ -66,8 +67,28 @@ struct USrq {
   transport::SrqId id{};
 };
 
+// The WRs of one ibv_wr_start ... ibv_wr_complete batch (qp_ex.cpp). Sized once when the QP
+// is created (max_send_wr WRs, their SGEs and inline bytes), so building a batch allocates
+// nothing; a batch that outgrows it fails at ibv_wr_complete with ENOMEM.
+struct WrBatch {
+  struct Entry {
+    transport::SendWr wr;
+    uint32_t sge_begin = 0;  // into sges
+    uint32_t sge_count = 0;
+  };
+  std::vector<Entry> entries;
+  std::vector<transport::Sge> sges;
+  std::vector<uint8_t> inline_bytes;  // inline data copied at ibv_wr_set_inline_data*
+  size_t inline_used = 0;
+  int error = 0;  // the first error of the batch, returned by ibv_wr_complete
+};
+
 struct UQp {
-  ibv_qp qp{};
+  ibv_qp_ex qpx{};  // qp_base first: an ibv_qp* is a UQp*
+  // Created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: ibv_qp_to_qp_ex answers qpx, whose wr_*
+  // ops build `batch`; send_ops is what was asked for (IBV_QP_EX_WITH_*).
+  uint64_t send_ops = 0;
+  std::unique_ptr<WrBatch> batch;
 };
 
 struct UAh {
@@ -147,6 +168,11 @@ void close_app_fd(int fd);
 // After a get-event found nothing: EAGAIN if the application made `fd` non-blocking, else
 // waits until readable (0, or EINTR when a signal came).
 int wait_app_fd(int fd);
+
+// The ibv_wr_* send API (qp_ex.cpp): which IBV_QP_EX_WITH_* flags a QP of `type` may ask for,
+// and the ops and batch storage of a QP created with them.
+[[nodiscard]] uint64_t supported_send_ops(ibv_qp_type type);
+[[nodiscard]] int install_qp_ex_ops(UQp& qp, uint64_t send_ops, const ibv_qp_cap& cap);
 
 // Converts one engine completion to ibverbs' layout (imm_data back to network order).
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out);

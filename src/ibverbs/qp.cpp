@@ -41,7 +41,7 @@ ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted
     (void)dev.destroy_qp(r->qpn);
     return fail_null<ibv_qp>(ENOMEM);
   }
-  ibv_qp& q = qp->qp;
+  ibv_qp& q = qp->qpx.qp_base;
   q.context = context;
   q.qp_context = attr.qp_context;
   q.pd = pd;
@@ -60,6 +60,13 @@ ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted
   granted_out.max_send_sge = r->cap.max_send_sge;
   granted_out.max_recv_sge = attr.srq != nullptr ? 0 : r->cap.max_recv_sge;
   granted_out.max_inline_data = r->cap.max_inline_data;
+  if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0) {
+    if (const int rc = install_qp_ex_ops(*qp, attr.send_ops_flags, granted_out); rc != 0) {
+      (void)dev.destroy_qp(r->qpn);
+      delete qp;
+      return fail_null<ibv_qp>(rc);
+    }
+  }
   UContext* uctx = ctx_of(context);
   std::lock_guard lock(uctx->mu);
   uctx->qps[r->qpn] = qp;
@@ -72,9 +79,14 @@ namespace uroce::ibverbs {
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (context == nullptr || attr == nullptr) return fail_null<ibv_qp>(EINVAL);
-  // Only a PD and empty create flags: no XRC, RSS, TSO or the ibv_wr_* send API.
-  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  // A PD, empty create flags and the ibv_wr_* send API: no XRC, RSS or TSO.
+  constexpr uint32_t kKnown =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if ((attr->comp_mask & ~kKnown) != 0) return fail_null<ibv_qp>(EOPNOTSUPP);
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 && supported_type(attr->qp_type) &&
+      (attr->send_ops_flags & ~supported_send_ops(attr->qp_type)) != 0) {
+    return fail_null<ibv_qp>(EOPNOTSUPP);
+  }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
     return fail_null<ibv_qp>(EINVAL);
   }
@@ -220,10 +232,13 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
-// QPs are never created with the ibv_wr_* send API (create_qp_ex refuses
-// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), and rdma-core answers NULL for such a QP.
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  return fail_null<ibv_qp_ex>(EOPNOTSUPP);
+// The ibv_wr_* API of a QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS; NULL for any other
+// QP, as rdma-core answers for a QP without the extended ops.
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (qp == nullptr) return fail_null<ibv_qp_ex>(EINVAL);
+  UQp* u = reinterpret_cast<UQp*>(qp);
+  if (u->batch == nullptr) return fail_null<ibv_qp_ex>(EOPNOTSUPP);
+  return &u->qpx;
 }
 
 }  // extern "C"

@@ -13,13 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, what)                                                \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      printf("FAIL: %s (errno %d: %s)\n", what, errno, strerror(errno)); \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
+#include "ibverbs_prog_check.h"
 
 enum { kQkey = 0x11111111, kPayload = 64, kGrh = 40 };
 
