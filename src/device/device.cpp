@@ -198,6 +198,14 @@ Result<transport::MrInfo> Device::reg_mr(PdId pd, void* addr, size_t length, uin
   return r;
 }
 
+Result<transport::MrInfo> Device::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length,
+                                           uint32_t access) {
+  std::lock_guard lock(engine_mu_);
+  // A pinned range would have to move its mlock with it; the drop-in pins nothing.
+  if (pinned_.contains(lkey)) return Status(EOPNOTSUPP, "rereg_mr: the MR is pinned");
+  return engine_.rereg_mr(lkey, pd, addr, length, access);
+}
+
 Status Device::dereg_mr(uint32_t lkey) {
   std::lock_guard lock(engine_mu_);
   Status st = engine_.dereg_mr(lkey);
@@ -264,6 +272,11 @@ Status Device::destroy_cq(CqId cq) {
 uint32_t Device::cq_capacity(CqId cq) const {
   std::lock_guard lock(engine_mu_);
   return engine_.cq_capacity(cq);
+}
+
+Status Device::resize_cq(CqId cq, uint32_t cqe) {
+  std::lock_guard lock(engine_mu_);
+  return engine_.resize_cq(cq, cqe);
 }
 
 Result<SrqId> Device::create_srq(PdId pd, const transport::SrqInitAttr& attr) {

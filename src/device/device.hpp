@@ -72,6 +72,9 @@ class Device {
   // pin: mlock the range (RLIMIT_MEMLOCK checked first: ENOMEM with the fix in the message).
   Result<transport::MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access,
                                    bool pin = false);
+  // ibv_rereg_mr of an MR registered without pinning: same keys, new range, PD and access.
+  Result<transport::MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length,
+                                     uint32_t access);
   Status dereg_mr(uint32_t lkey);
 
   Result<ChannelId> create_comp_channel();
@@ -82,6 +85,7 @@ class Device {
   // EBUSY while a QP uses it or events got from its channel are not acked yet.
   Status destroy_cq(CqId cq);
   [[nodiscard]] uint32_t cq_capacity(CqId cq) const;
+  Status resize_cq(CqId cq, uint32_t cqe);
 
   Result<SrqId> create_srq(PdId pd, const transport::SrqInitAttr& attr);
   Status modify_srq(SrqId srq, const transport::SrqAttr& attr, uint32_t mask);

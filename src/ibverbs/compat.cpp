@@ -158,11 +158,6 @@ int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
   return fail_int(EOPNOTSUPP);
 }
 
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;  // the old MR stays valid
-}
-
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   return fail_null<ibv_mr>(EOPNOTSUPP);
 }

@@ -28,6 +28,7 @@
 namespace uroce::ibverbs {
 
 struct UCq;
+struct UMr;
 struct UQp;
 struct USrq;
 
@@ -35,9 +36,10 @@ struct UContext {
   verbs_context vctx{};  // first: container_of(ibv_context) lands here
   std::unique_ptr<device::Device> dev;
   std::mutex mu;
-  std::unordered_map<uint32_t, UCq*> cqs;    // by CqId
-  std::unordered_map<uint32_t, UQp*> qps;    // by QPN
-  std::unordered_map<uint32_t, USrq*> srqs;  // by SrqId
+  std::unordered_map<uint32_t, UCq*> cqs;      // by CqId
+  std::unordered_map<uint32_t, UQp*> qps;      // by QPN
+  std::unordered_map<uint32_t, USrq*> srqs;    // by SrqId
+  std::unordered_map<uint32_t, UMr*> odp_mrs;  // on-demand MRs by lkey, for ibv_advise_mr
 };
 
 struct UPd {
@@ -47,6 +49,8 @@ struct UPd {
 
 struct UMr {
   ibv_mr mr{};
+  unsigned access = 0;     // as registered (ibv_rereg_mr keeps what it does not change)
+  bool on_demand = false;  // IBV_ACCESS_ON_DEMAND (kept in odp_mrs for ibv_advise_mr)
 };
 
 struct UChannel {
@@ -155,6 +159,8 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
                     ibv_device_attr_ex* attr, size_t attr_size);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge);
 
 // Waits until `fd` is readable, as a blocking read() of rdma-core's event fds would: a
 // signal interrupts the wait with EINTR (programs such as qperf stop on SIGALRM that way).

@@ -112,6 +112,18 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   std::memset(&full, 0, sizeof full);
   fill_device_attr(a, full.orig_attr);
   full.phys_port_cnt_ex = a.phys_port_cnt;
+  // On-demand paging: uroce pins no MR (resources.cpp), so every operation of every QP type
+  // may use an on-demand one. Not implicit ODP (a whole address space MR).
+  constexpr uint32_t kAllOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                               IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.general_caps = IBV_ODP_SUPPORT;
+  full.odp_caps.per_transport_caps.rc_odp_caps = kAllOps;
+  full.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                 IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.xrc_odp_caps = 0;
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;

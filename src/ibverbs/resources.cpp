@@ -1,5 +1,8 @@
 // Protection domains, memory regions, completion channels, CQs, SRQs and address handles:
 // each ibverbs object wraps the device's id for it (objects.hpp).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include <cstring>
@@ -20,17 +23,56 @@ constexpr unsigned kEngineAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WR
                                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                    IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED;
 
-ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (pd == nullptr) return fail_null<ibv_mr>(EINVAL);
-  access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+// The range [addr, addr + length) is mapped: madvise(MADV_NORMAL) fails with ENOMEM on a hole.
+// Checked for on-demand registrations, which promise it (rdma-core's ODP MRs cover mappings).
+bool range_mapped(const void* addr, size_t length) {
+  if (length == 0) return true;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NORMAL) == 0;
+}
+
+// The engine's access bits for ibverbs' `access`, or an errno: zero-based and IOVA-offset MRs
+// need an address translation the engine's memory checker does not have (it checks remote
+// addresses against addr).
+//
+// On-demand paging: uroce reads and writes registered memory through the process's own page
+// tables and pins nothing (docs/ibverbs.md), so every MR already behaves as an on-demand one:
+// pages fault in when touched. An on-demand MR must be mapped when registered, as an explicit
+// ODP MR; implicit ODP (the whole address space, addr 0 and SIZE_MAX) is not offered (odp_caps
+// has no IBV_ODP_SUPPORT_IMPLICIT).
+int engine_access(unsigned asked, void* addr, size_t length, uint64_t iova, unsigned& access,
+                  bool& on_demand) {
+  access = asked & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
   access &= ~static_cast<unsigned>(IBV_ACCESS_HUGETLB);  // a hint about the pages only
-  // On-demand paging, zero-based and IOVA-offset MRs need an address translation the
-  // engine's memory checker does not have: it checks remote addresses against addr.
-  if ((access & IBV_ACCESS_ON_DEMAND) != 0 || (access & IBV_ACCESS_ZERO_BASED) != 0 ||
-      iova != reinterpret_cast<uintptr_t>(addr)) {
-    return fail_null<ibv_mr>(EOPNOTSUPP);
+  if ((access & IBV_ACCESS_ZERO_BASED) != 0 || iova != reinterpret_cast<uintptr_t>(addr)) {
+    return EOPNOTSUPP;
   }
-  if ((access & ~kEngineAccess) != 0) return fail_null<ibv_mr>(EINVAL);
+  on_demand = (access & IBV_ACCESS_ON_DEMAND) != 0;
+  access &= ~static_cast<unsigned>(IBV_ACCESS_ON_DEMAND);
+  if ((access & ~kEngineAccess) != 0) return EINVAL;
+  if (on_demand && (length == SIZE_MAX || !range_mapped(addr, length))) return EFAULT;
+  return 0;
+}
+
+void track_on_demand(UMr& mr) {
+  UContext* uctx = ctx_of(mr.mr.context);
+  std::lock_guard lock(uctx->mu);
+  if (mr.on_demand) {
+    uctx->odp_mrs[mr.mr.lkey] = &mr;
+  } else {
+    uctx->odp_mrs.erase(mr.mr.lkey);
+  }
+}
+
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned asked) {
+  if (pd == nullptr) return fail_null<ibv_mr>(EINVAL);
+  unsigned access = 0;
+  bool on_demand = false;
+  if (const int rc = engine_access(asked, addr, length, iova, access, on_demand); rc != 0) {
+    return fail_null<ibv_mr>(rc);
+  }
   auto r = dev_of(pd->context).reg_mr(pd_of(pd)->id, addr, length, access);
   if (!r) return fail_null<ibv_mr>(r.status().code());
   auto* mr = new (std::nothrow) UMr;
@@ -45,6 +87,9 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
   mr->mr.handle = r->lkey;
   mr->mr.lkey = r->lkey;
   mr->mr.rkey = r->rkey;
+  mr->access = asked;
+  mr->on_demand = on_demand;
+  if (on_demand) track_on_demand(*mr);
   return &mr->mr;
 }
 
@@ -175,6 +220,45 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 }  // namespace uroce::ibverbs
 
+namespace uroce::ibverbs {
+
+// ibv_advise_mr on on-demand MRs: every SGE must lie in an on-demand MR of `pd` (EINVAL
+// otherwise, as for a pinned MR on mlx5). Prefetching asks the kernel to read the pages in
+// (MADV_WILLNEED); uroce needs nothing more, since its accesses fault pages in as the
+// application's own would. IBV_ADVISE_MR_FLAG_FLUSH (wait until done) changes nothing here.
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge) {
+  if (pd == nullptr || (num_sge > 0 && sg_list == nullptr)) return fail_int(EINVAL);
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+    return fail_int(EOPNOTSUPP);
+  }
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0) return fail_int(EINVAL);
+  UContext* uctx = ctx_of(pd->context);
+  std::lock_guard lock(uctx->mu);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sg_list[i];
+    auto it = uctx->odp_mrs.find(s.lkey);
+    if (it == uctx->odp_mrs.end() || it->second->mr.pd != pd) return fail_int(EINVAL);
+    const ibv_mr& mr = it->second->mr;
+    const auto begin = reinterpret_cast<uintptr_t>(mr.addr);
+    if (s.addr < begin || s.length > mr.length || s.addr - begin > mr.length - s.length) {
+      return fail_int(EINVAL);
+    }
+  }
+  if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) return 0;  // nothing to map
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (sg_list[i].length == 0) continue;
+    const uintptr_t begin = sg_list[i].addr & ~(page - 1);
+    (void)madvise(reinterpret_cast<void*>(begin), sg_list[i].addr + sg_list[i].length - begin,
+                  MADV_WILLNEED);
+  }
+  return 0;
+}
+
+}  // namespace uroce::ibverbs
+
 extern "C" {
 
 // ---- Protection domains.
@@ -218,10 +302,54 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
   return reg_mr_common(pd, addr, length, iova, access);
 }
 
+// ibv_rereg_mr: the MR keeps its lkey and rkey (a peer holding the rkey goes on using it, as
+// on rxe and mlx5) and takes the new translation, PD and access; what `flags` does not name
+// stays. A refused change leaves the MR as it was (IBV_REREG_MR_ERR_INPUT for bad arguments,
+// IBV_REREG_MR_ERR_CMD when the device refuses; errno says why).
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  if (mr == nullptr || flags <= 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0 ||
+      ((flags & IBV_REREG_MR_CHANGE_PD) != 0 && (pd == nullptr || pd->context != mr->context))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  UMr* u = reinterpret_cast<UMr*>(mr);
+  ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) != 0 ? pd : mr->pd;
+  const bool translate = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  void* new_addr = translate ? addr : mr->addr;
+  const size_t new_length = translate ? length : mr->length;
+  const unsigned asked =
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) != 0 ? static_cast<unsigned>(access) : u->access;
+  unsigned engine = 0;
+  bool on_demand = false;
+  if (const int rc = engine_access(asked, new_addr, new_length,
+                                   reinterpret_cast<uintptr_t>(new_addr), engine, on_demand);
+      rc != 0) {
+    errno = rc;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  auto r = dev_of(mr->context).rereg_mr(mr->lkey, pd_of(new_pd)->id, new_addr, new_length, engine);
+  if (!r) {
+    errno = r.status().code();
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  mr->pd = new_pd;
+  mr->addr = new_addr;
+  mr->length = new_length;
+  u->access = asked;
+  u->on_demand = on_demand;
+  track_on_demand(*u);
+  return 0;
+}
+
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return fail_int(EINVAL);
   transport::Status st = dev_of(mr->context).dereg_mr(mr->lkey);
   if (!st) return fail_int(st.code());
+  if (reinterpret_cast<UMr*>(mr)->on_demand) {
+    UContext* uctx = ctx_of(mr->context);
+    std::lock_guard lock(uctx->mu);
+    uctx->odp_mrs.erase(mr->lkey);
+  }
   delete reinterpret_cast<UMr*>(mr);
   return 0;
 }
@@ -289,8 +417,16 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 // The engine sizes a CQ's ring at creation.
-int ibv_resize_cq(ibv_cq* cq, int) {
-  return cq == nullptr ? fail_int(EINVAL) : fail_int(EOPNOTSUPP);
+// The CQ holds `cqe` entries afterwards (cq->cqe); EINVAL when more completions are queued.
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (cq == nullptr || cqe <= 0) return fail_int(EINVAL);
+  device::Device& dev = dev_of(cq->context);
+  const transport::CqId id = cq_of(cq)->id;
+  if (transport::Status st = dev.resize_cq(id, static_cast<uint32_t>(cqe)); !st) {
+    return fail_int(st.code());
+  }
+  cq->cqe = static_cast<int>(dev.cq_capacity(id));
+  return 0;
 }
 
 // ---- Shared receive queues.

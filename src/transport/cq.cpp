@@ -25,4 +25,27 @@ int Cq::poll(std::span<Wc> out) {
   return n;
 }
 
+bool Cq::resize(uint32_t capacity) {
+  if (capacity == 0 || capacity < count_) return false;
+  std::vector<Wc> ring(capacity);
+  for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  ring_ = std::move(ring);
+  head_ = 0;
+  return true;
+}
+
+uint32_t Cq::remove_qp(uint32_t qpn) {
+  const auto size = static_cast<uint32_t>(ring_.size());
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const Wc& wc = ring_[(head_ + i) % size];
+    if (wc.qp_num == qpn) continue;
+    if (kept != i) ring_[(head_ + kept) % size] = wc;
+    ++kept;
+  }
+  const uint32_t removed = count_ - kept;
+  count_ = kept;
+  return removed;
+}
+
 }  // namespace uroce::transport

@@ -19,6 +19,13 @@ class Cq {
 
   PushResult push(const Wc& wc, bool solicited);
   int poll(std::span<Wc> out);
+  // Drops the completions of QP `qpn` still in the ring, keeping the others in order (a QP
+  // moved to RESET: its stale completions, flush errors among them, must not reach the new
+  // connection's polls; mlx5's provider cleans the CQ the same way). Returns how many.
+  uint32_t remove_qp(uint32_t qpn);
+  // ibv_resize_cq: a ring of `capacity` entries holding the queued completions in order;
+  // false (nothing changed) when more are queued than it would hold.
+  bool resize(uint32_t capacity);
   void arm(bool solicited_only) { notify_ = solicited_only ? Notify::kSolicited : Notify::kNext; }
 
   [[nodiscard]] uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }

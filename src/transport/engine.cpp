@@ -266,6 +266,10 @@ Status Engine::dealloc_pd(PdId pd) {
 Result<MrInfo> Engine::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
   return impl_->memory().reg_mr(pd, addr, length, access);
 }
+Result<MrInfo> Engine::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length,
+                                uint32_t access) {
+  return impl_->memory().rereg_mr(lkey, pd, addr, length, access);
+}
 Status Engine::dereg_mr(uint32_t lkey) {
   return impl_->memory().dereg_mr(lkey);
 }
@@ -275,6 +279,17 @@ Result<CqId> Engine::create_cq(uint32_t cqe) {
 uint32_t Engine::cq_capacity(CqId cq) const {
   const Cq* c = const_cast<EngineImpl&>(*impl_).cq(cq);
   return c == nullptr ? 0 : c->capacity();
+}
+Status Engine::resize_cq(CqId cq, uint32_t cqe) {
+  Cq* c = impl_->cq(cq);
+  if (c == nullptr) return Status(EINVAL, "resize_cq: no such CQ");
+  if (cqe == 0 || cqe > impl_->config().limits.max_cqe) {
+    return Status(EINVAL, "resize_cq: cqe must be 1..max_cqe");
+  }
+  if (!c->resize(cqe)) {
+    return Status(EINVAL, "resize_cq: more completions are queued than the new size holds");
+  }
+  return Status::ok();
 }
 Status Engine::destroy_cq(CqId cq) {
   return impl_->destroy_cq(cq);

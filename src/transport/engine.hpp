@@ -88,10 +88,14 @@ class Engine {
   // require LOCAL_WRITE (EINVAL otherwise, as ibv_reg_mr). lkey/rkey = MR index bits plus
   // random bits from the seeded generator.
   Result<MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access);
+  // Same keys, new range, PD and access (ibv_rereg_mr); MemoryTable::rereg_mr.
+  Result<MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length, uint32_t access);
   Status dereg_mr(uint32_t lkey);
 
   Result<CqId> create_cq(uint32_t cqe);  // capacity >= cqe
   [[nodiscard]] uint32_t cq_capacity(CqId cq) const;
+  // ibv_resize_cq: EINVAL when `cqe` is 0, above max_cqe, or fewer than the completions queued.
+  Status resize_cq(CqId cq, uint32_t cqe);
   Status destroy_cq(CqId cq);  // EBUSY while a QP uses it
 
   Result<SrqId> create_srq(PdId pd, const SrqInitAttr& attr);

@@ -235,6 +235,10 @@ void EngineImpl::reset_qp(Qp& qp) {
   qp.attr.recovery = Recovery::kGoBackN;  // a new connection agrees again
   qp.sq.clear();
   qp.rq.clear();
+  // Its completions still queued go too (Cq::remove_qp says why); a shared CQ keeps the rest.
+  for (CqId id : {qp.send_cq, qp.recv_cq}) {
+    if (Cq* c = cq(id)) c->remove_qp(qp.qpn);
+  }
   qp.req.reset(Psn(0), 0);
   qp.comp.reset(Psn(0), qp.attr.retry_cnt, qp.attr.rnr_retry);
   qp.resp.reset(Psn(0));

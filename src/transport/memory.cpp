@@ -96,7 +96,7 @@ Status MemoryTable::dealloc_pd(PdId pd) {
   return Status::ok();
 }
 
-Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
+Status MemoryTable::check_registration(PdId pd, void* addr, size_t length, uint32_t access) const {
   if (!pd_valid(pd)) return Status(EINVAL, "reg_mr: no such protection domain");
   constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
                               kAccessRemoteAtomic | kAccessMwBind | kAccessFlushGlobal;
@@ -108,8 +108,7 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
                   "process memory (register with FLUSH_GLOBAL for global-visibility FLUSH)");
   }
   if ((access & ~kKnown) != 0) {
-    return Status(
-        EINVAL, "reg_mr: unsupported access flag (zero-based and on-demand MRs are not supported)");
+    return Status(EINVAL, "reg_mr: unsupported access flag (zero-based MRs are not supported)");
   }
   // ibv_reg_mr(3): remote write or atomic access requires local write access.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) != 0 &&
@@ -120,6 +119,11 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   if (addr == nullptr && length != 0) return Status(EINVAL, "reg_mr: null address");
   const auto base = reinterpret_cast<uint64_t>(addr);
   if (base + length < base) return Status(EINVAL, "reg_mr: range wraps the address space");
+  return Status::ok();
+}
+
+Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t access) {
+  if (Status st = check_registration(pd, addr, length, access); !st) return st;
   if (mr_count_ >= mrs_.size()) return Status(ENOMEM, "reg_mr: max_mr regions already registered");
   // Next free slot after the last one handed out, so a freed slot is reused late.
   uint32_t idx = next_mr_;
@@ -129,7 +133,7 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   Mr& mr = mrs_[idx];
   mr.valid = true;
   mr.pd = pd;
-  mr.addr = base;
+  mr.addr = reinterpret_cast<uint64_t>(addr);
   mr.length = length;
   mr.access = access;
   // Two generations per registration: lkey even, rkey odd, so they never coincide.
@@ -140,6 +144,23 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   mr.rkey = encrypt(plain(gen + 1));
   ++mr_count_;
   pd_ref(pd, +1);
+  return MrInfo{mr.lkey, mr.rkey, mr.addr, mr.length, mr.access};
+}
+
+Result<MrInfo> MemoryTable::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length,
+                                     uint32_t access) {
+  const Mr* found = lookup(lkey);
+  if (found == nullptr || found->lkey != lkey) {
+    return Status(EINVAL, "rereg_mr: no MR with this lkey");
+  }
+  if (Status st = check_registration(pd, addr, length, access); !st) return st;
+  Mr& mr = mrs_[slot_of(lkey)];
+  pd_ref(mr.pd, -1);
+  pd_ref(pd, +1);
+  mr.pd = pd;
+  mr.addr = reinterpret_cast<uint64_t>(addr);
+  mr.length = length;
+  mr.access = access;
   return MrInfo{mr.lkey, mr.rkey, mr.addr, mr.length, mr.access};
 }
 

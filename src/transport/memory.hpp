@@ -55,6 +55,9 @@ class MemoryTable {
   void pd_ref(PdId pd, int delta);
 
   Result<MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access);
+  // ibv_rereg_mr: the MR of `lkey` now covers [addr, addr + length) in `pd` with `access`, its
+  // lkey and rkey unchanged (peers holding the rkey keep using it); the same checks as reg_mr.
+  Result<MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length, uint32_t access);
   Status dereg_mr(uint32_t lkey);
 
   // The remote check (RETH / AtomicETH): rkey valid and in `pd`, [va, va+len) inside the
@@ -79,6 +82,8 @@ class MemoryTable {
                                     std::span<const uint8_t> src) const;
 
  private:
+  [[nodiscard]] Status check_registration(PdId pd, void* addr, size_t length,
+                                          uint32_t access) const;
   [[nodiscard]] const Mr* lookup(uint32_t key) const;
   [[nodiscard]] uint32_t encrypt(uint32_t plain) const;
   [[nodiscard]] uint32_t decrypt(uint32_t key) const;

@@ -117,6 +117,60 @@ TEST_F(IbverbsAbi, ContextIsAnExtendedVerbsContext) {
   EXPECT_EQ(gid_table(ctx_, table, 1, 0, sizeof table[0]), -EINVAL);
 }
 
+// On-demand MRs (explicit: mapped memory), ibv_advise_mr on them, ibv_rereg_mr keeping the
+// keys, ibv_resize_cq: what used to answer EOPNOTSUPP.
+TEST_F(IbverbsAbi, OnDemandRegistrationAdviceReregAndResize) {
+  ibv_device_attr_ex attr{};
+  // Through the op (the inline ibv_query_device_ex would link against ibv_query_device).
+  ASSERT_EQ(verbs_get_ctx(ctx_)->query_device_ex(ctx_, nullptr, &attr, sizeof attr), 0);
+  EXPECT_EQ(attr.odp_caps.general_caps, static_cast<uint64_t>(IBV_ODP_SUPPORT));
+  EXPECT_EQ(attr.odp_caps.per_transport_caps.rc_odp_caps,
+            static_cast<uint32_t>(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                  IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                  IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV));
+  auto reg_mr = sym<decltype(&(ibv_reg_mr))>(lib_, "ibv_reg_mr");
+  auto dereg_mr = sym<decltype(&ibv_dereg_mr)>(lib_, "ibv_dereg_mr");
+  static char buf[8192];
+  ibv_mr* odp = reg_mr(pd_, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(odp, nullptr);
+  ibv_sge in{reinterpret_cast<uintptr_t>(buf) + 100, 200, odp->lkey};
+  EXPECT_EQ(
+      ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &in, 1), 0);
+  ibv_sge beyond{reinterpret_cast<uintptr_t>(buf) + 4000, 200, odp->lkey};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &beyond, 1), EINVAL);
+  ibv_mr* pinned_like = reg_mr(pd_, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(pinned_like, nullptr);
+  ibv_sge not_odp{reinterpret_cast<uintptr_t>(buf), 8, pinned_like->lkey};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &not_odp, 1), EINVAL);
+
+  // Rereg: new translation and access, the same keys.
+  auto rereg = sym<decltype(&ibv_rereg_mr)>(lib_, "ibv_rereg_mr");
+  const uint32_t lkey = odp->lkey, rkey = odp->rkey;
+  EXPECT_EQ(rereg(odp, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr,
+                  buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            0);
+  EXPECT_EQ(odp->addr, buf + 4096);
+  EXPECT_EQ(odp->length, 4096u);
+  EXPECT_EQ(odp->lkey, lkey);
+  EXPECT_EQ(odp->rkey, rkey);
+  // The MR is no longer on demand: advice is refused. Bad flags change nothing.
+  ibv_sge moved{reinterpret_cast<uintptr_t>(buf) + 4096, 8, lkey};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &moved, 1), EINVAL);
+  errno = 0;
+  EXPECT_EQ(rereg(odp, 0x80, nullptr, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rereg(odp, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_REMOTE_WRITE),
+            IBV_REREG_MR_ERR_CMD);  // remote write without local write
+  EXPECT_EQ(odp->addr, buf + 4096);
+  EXPECT_EQ(dereg_mr(odp), 0);
+  EXPECT_EQ(dereg_mr(pinned_like), 0);
+
+  auto resize = sym<decltype(&ibv_resize_cq)>(lib_, "ibv_resize_cq");
+  EXPECT_EQ(resize(cq_, 64), 0);
+  EXPECT_EQ(cq_->cqe, 64);
+  EXPECT_EQ(resize(cq_, 0), EINVAL);
+}
+
 TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
   // Inline verbs whose op is absent: rdma-core's own answer for any such provider.
   errno = 0;
@@ -130,9 +184,10 @@ TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
   // Exported verbs.
   auto reg_mr = sym<decltype(&(ibv_reg_mr))>(lib_, "ibv_reg_mr");
   static char buf[4096];
+  // Implicit on-demand paging (the whole address space) is not offered; explicit is (below).
   errno = 0;
-  EXPECT_EQ(reg_mr(pd_, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(reg_mr(pd_, nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
+  EXPECT_EQ(errno, EFAULT);
   auto reg_iova2 = sym<decltype(&ibv_reg_mr_iova2)>(lib_, "ibv_reg_mr_iova2");
   errno = 0;
   EXPECT_EQ(reg_iova2(pd_, buf, sizeof buf, 0x1000, IBV_ACCESS_LOCAL_WRITE), nullptr);
@@ -142,9 +197,6 @@ TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
   ASSERT_NE(mr, nullptr);  // relaxed ordering is an optional hint
   EXPECT_EQ(mr->addr, buf);
   EXPECT_EQ(sym<decltype(&ibv_dereg_mr)>(lib_, "ibv_dereg_mr")(mr), 0);
-
-  auto resize = sym<decltype(&ibv_resize_cq)>(lib_, "ibv_resize_cq");
-  EXPECT_EQ(resize(cq_, 64), EOPNOTSUPP);
 
   ibv_cq_init_attr_ex cq_attr{};
   cq_attr.cqe = 8;

@@ -204,42 +204,15 @@ TEST_F(UcxNetnsTest, OpenMpiPingPongOverPmlUcx) {
                     "host=\"$1\"; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n");
   std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
   uroce::test::spit(dir + "/hosts", a_ + " slots=1\n" + b_ + " slots=1\n");
-  const std::vector<std::string> argv = {"ip",
-                                         "netns",
-                                         "exec",
-                                         a_,
-                                         "mpirun",
-                                         "--allow-run-as-root",
-                                         "-np",
-                                         "2",
-                                         "--bind-to",
-                                         "none",
-                                         "--hostfile",
-                                         dir + "/hosts",
-                                         "--mca",
-                                         "plm_rsh_agent",
-                                         agent,
-                                         "--mca",
-                                         "oob_tcp_if_include",
-                                         veth_,
-                                         "--mca",
-                                         "pml",
-                                         "ucx",
-                                         "--mca",
-                                         "btl",
-                                         "^vader,tcp,openib",
-                                         "-x",
-                                         "UCX_TLS=rc_verbs,ud_verbs",
-                                         "-x",
-                                         "UCX_NET_DEVICES=" + dev_ + ":1",
-                                         "-x",
-                                         "UROCE_PORT",
-                                         uroce_bin(),
-                                         "exec",
-                                         "--netdev",
-                                         veth_,
-                                         "--",
-                                         prog};
+  const std::vector<std::string> argv = {
+      "ip", "netns", "exec", a_, "mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "none",
+      "--hostfile", dir + "/hosts", "--mca", "plm_rsh_agent", agent,
+      // Session directories of this run only: the "hosts" share /tmp, where a stale one
+      // made orted fail ("mkdir ... File exists").
+      "--mca", "orte_tmpdir_base", dir, "--mca", "oob_tcp_if_include", veth_, "--mca", "pml", "ucx",
+      "--mca", "btl", "^vader,tcp,openib", "-x", "UCX_TLS=rc_verbs,ud_verbs", "-x",
+      "UCX_NET_DEVICES=" + dev_ + ":1", "-x", "UROCE_PORT", uroce_bin(), "exec", "--netdev", veth_,
+      "--", prog};
   Process p(argv, env_);
   const ProcResult r = p.wait(180s);
   std::filesystem::remove_all(dir);
