@@ -3,9 +3,9 @@
 // Nothing is duplicated: uroce::WcStatus IS transport::WcStatus.
 #pragma once
 
-#include "device/device_types.hpp"
-#include "transport/counters.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/counters.hpp"
+#include "uroce/vocab/device_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce {
 

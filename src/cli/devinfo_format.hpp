@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device/device_types.hpp"
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::cli {
 

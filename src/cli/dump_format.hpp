@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "wire/frame.hpp"
 #include "wire/packet.hpp"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "kdev/kernel_device.hpp"
-#include "transport/counters.hpp"
+#include "uroce/vocab/counters.hpp"
 
 namespace uroce::cli {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli/cc_options.hpp"
-#include "transport/recovery.hpp"
+#include "uroce/vocab/recovery.hpp"
 
 namespace uroce::cli {
 

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <optional>
 
-#include "common/time.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/time.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::device {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "device/packet_io.hpp"
 #include "transport/engine.hpp"
 

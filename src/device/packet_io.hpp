@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
 
 namespace uroce::device {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fabric {
 

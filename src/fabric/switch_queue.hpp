@@ -113,7 +113,7 @@
 #include <string>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "fabric/packet_ring.hpp"
 
 namespace uroce::fabric {

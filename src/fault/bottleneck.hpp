@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "fabric/switch_queue.hpp"
 #include "fault/delay_line.hpp"
 #include "fault/impair_spec.hpp"

@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fault {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "fault/impair_spec.hpp"
 
 namespace uroce::fault {

@@ -28,7 +28,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fault {
 

@@ -1,7 +1,7 @@
 // The counters of a kernel device's port under uroce's names, so `uroce stat` and the
 // Prometheus exporter show rxe, mlx5 and uroce devices alike.
 //
-// uroce's counter names are rxe's and mlx5's own (src/transport/counters.hpp), so a
+// uroce's counter names are rxe's and mlx5's own (include/uroce/vocab/counters.hpp), so a
 // hw_counters file keeps its name: sent_pkts, duplicate_request, out_of_sequence,
 // np_cnp_sent, ... mean the same on all three. The port counters (ports/N/counters, the
 // IB PMA set mlx5 fills) are mapped where uroce has the meaning:

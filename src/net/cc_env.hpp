@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::net {
 

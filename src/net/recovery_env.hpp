@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "transport/recovery.hpp"
+#include "uroce/vocab/recovery.hpp"
 
 namespace uroce::net {
 

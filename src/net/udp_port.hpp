@@ -47,7 +47,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "net/ip_addr.hpp"
 #include "net/path_errors.hpp"
 #include "net/result.hpp"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::sim {
 

@@ -9,9 +9,9 @@
 
 #include "fabric/switch_queue.hpp"
 #include "fault/impair_spec.hpp"
-#include "transport/cc/cc_types.hpp"
-#include "transport/recovery.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
+#include "uroce/vocab/recovery.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::sim {
 

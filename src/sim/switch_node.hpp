@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "fabric/switch_queue.hpp"
 
 namespace uroce::sim {

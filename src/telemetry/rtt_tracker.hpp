@@ -20,7 +20,7 @@
 #include <span>
 #include <unordered_map>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "telemetry/snapshot.hpp"
 #include "transport/engine.hpp"
 

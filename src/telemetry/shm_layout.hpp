@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::telemetry {
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "telemetry/shm_layout.hpp"
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::telemetry {
 

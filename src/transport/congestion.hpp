@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "common/time.hpp"
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/time.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::transport {
 

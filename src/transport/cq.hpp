@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
 

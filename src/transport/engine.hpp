@@ -33,10 +33,10 @@
 #include <optional>
 #include <span>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "transport/congestion.hpp"
-#include "transport/counters.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/counters.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 #include "wire/icrc.hpp"
 
 namespace uroce::transport {

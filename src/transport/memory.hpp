@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "transport/rng.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
 

@@ -15,14 +15,14 @@
 #include <optional>
 #include <vector>
 
-#include "common/psn.hpp"
-#include "common/time.hpp"
+#include "uroce/vocab/psn.hpp"
+#include "uroce/vocab/time.hpp"
 #include "transport/congestion.hpp"
-#include "transport/counters.hpp"
-#include "transport/recovery.hpp"
+#include "uroce/vocab/counters.hpp"
+#include "uroce/vocab/recovery.hpp"
 #include "transport/recv_queue.hpp"
 #include "transport/send_queue.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::transport {

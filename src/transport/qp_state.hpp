@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
 

@@ -1,4 +1,4 @@
-#include "transport/recovery.hpp"
+#include "uroce/vocab/recovery.hpp"
 
 namespace uroce::transport {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::transport {

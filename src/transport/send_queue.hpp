@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "common/psn.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/psn.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::transport {
 

@@ -3,8 +3,8 @@
 
 #include <chrono>
 
-#include "common/time.hpp"
-#include "transport/verbs_types.hpp"
+#include "uroce/vocab/time.hpp"
+#include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
 

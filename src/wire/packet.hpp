@@ -9,7 +9,7 @@
 #include <span>
 #include <string_view>
 
-#include "common/psn.hpp"
+#include "uroce/vocab/psn.hpp"
 #include "wire/header_layout.hpp"  // kBthLen, kIcrcLen, kCnpPadLen and the other header sizes
 #include "wire/opcode.hpp"
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "wire/frame.hpp"
 
 namespace uroce::wire {

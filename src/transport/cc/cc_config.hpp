@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::transport {
 

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 #include "transport/cc/pacer.hpp"
 #include "transport/congestion.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "transport/cc/cc_types.hpp"
+#include "uroce/vocab/cc_types.hpp"
 #include "transport/congestion.hpp"
 
 namespace uroce::transport {

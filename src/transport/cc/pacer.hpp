@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::transport {
 

@@ -15,7 +15,7 @@
 #include "cli/exec_mounts.hpp"
 #include "kdev/kernel_device.hpp"
 #include "temp_dir.hpp"
-#include "transport/counters.hpp"
+#include "uroce/vocab/counters.hpp"
 
 namespace uroce::cli {
 namespace {

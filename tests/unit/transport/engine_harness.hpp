@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
 #include "wire/packet.hpp"
 

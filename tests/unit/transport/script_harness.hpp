@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/time.hpp"
+#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"

@@ -1,5 +1,5 @@
 // PSN serial arithmetic at the 24-bit wrap (IBTA 9.7.1).
-#include "common/psn.hpp"
+#include "uroce/vocab/psn.hpp"
 
 #include <gtest/gtest.h>
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/psn.hpp"
-#include "common/time.hpp"
+#include "uroce/vocab/psn.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::transport {
 

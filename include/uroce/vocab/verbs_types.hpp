@@ -16,8 +16,8 @@
 #include <span>
 #include <utility>
 
-#include "transport/cc/cc_types.hpp"
-#include "transport/recovery.hpp"
+#include "uroce/vocab/cc_types.hpp"
+#include "uroce/vocab/recovery.hpp"
 
 namespace uroce::transport {
 
