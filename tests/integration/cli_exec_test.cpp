@@ -107,8 +107,16 @@ TEST_F(CliExecTest, WorksForAnUnprivilegedUserThroughAUserNamespace) {
   }
   const std::string ucx =
       have_program("/usr/bin/ucx_info") ? "ucx_info -d | grep 'Memory domain: uroce_lo'; " : "";
+  // A sanitizer tree's drop-in needs its runtime preloaded into Debian's programs (ToolEnv).
+  const ToolEnv tools;
+  std::string env = "env";
+  for (const char* var : {"LD_PRELOAD", "ASAN_OPTIONS"}) {
+    if (auto it = tools.vars.find(var); it != tools.vars.end()) {
+      env += std::string(" ") + var + "=" + it->second;
+    }
+  }
   const auto [rc, out] = uroce::test::run_shell(
-      as_nobody + uroce_bin() +
+      as_nobody + env + " " + uroce_bin() +
       " exec --netdev lo -- sh -c 'id -u; cat /sys/class/infiniband/uroce_lo/node_type; stat -c "
       "%F /dev/infiniband/uverbs0; echo x > /dev/null && echo devnull-ok; " +
       ucx + "' 2>&1");
@@ -118,6 +126,25 @@ TEST_F(CliExecTest, WorksForAnUnprivilegedUserThroughAUserNamespace) {
   if (!ucx.empty()) {
     EXPECT_NE(out.find("# Memory domain: uroce_lo"), std::string::npos) << out;
   }
+}
+
+// --write-view DIR: the same files for a container to bind-mount, written without running
+// anything or mounting anything.
+TEST_F(CliExecTest, WriteViewWritesTheFilesForAContainer) {
+  char tmpl[] = "/tmp/uroce-view-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ToolEnv env;
+  Process p({uroce_bin(), "exec", "--netdev", "lo", "--write-view", dir}, env);
+  const ProcResult r = p.wait(30s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "uroce exec: wrote the view of uroce_lo under " + dir + "\n");
+  const auto [rc, out] = uroce::test::run_shell(
+      "cat " + dir + "/sys/class/infiniband/uroce_lo/node_type " + dir +
+      "/sys/class/infiniband/uroce_lo/ports/1/gid_attrs/ndevs/0 " + dir +
+      "/sys/class/infiniband_verbs/uverbs0/ibdev; ls " + dir + "/dev/infiniband");
+  EXPECT_EQ(out, "1: CA\nlo\nuroce_lo\nuverbs0\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(CliExecTest, ExitStatusesAreTheProgramsAsAShellReportsThem) {
