@@ -26,8 +26,6 @@ namespace uroce::telemetry {
 
 namespace {
 
-constexpr size_t kBodyWords = sizeof(ShmBody) / sizeof(uint64_t);
-
 uint64_t* body_words(ShmSegment* seg) {
   return reinterpret_cast<uint64_t*>(&seg->body);
 }
@@ -274,10 +272,20 @@ std::optional<DeviceSnapshot> read_segment(const std::string& path, std::string*
       std::this_thread::yield();
       continue;
     }
-    for (size_t i = 0; i < kBodyWords; ++i) {
-      dst[i] =
-          std::atomic_ref<uint64_t>(const_cast<uint64_t&>(src[i])).load(std::memory_order_relaxed);
-    }
+    // Only the words the writer wrote: the fixed part, then qp_count QP records (as
+    // publish() copies them). Copying the whole body (every QP slot) made the read section so
+    // much longer than the write section that a busy writer starved readers under ASan. A
+    // torn qp_count is caught by the sequence check like any other torn word.
+    const auto copy = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) {
+        dst[i] = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(src[i]))
+                     .load(std::memory_order_relaxed);
+      }
+    };
+    constexpr size_t kFixedWords = offsetof(ShmBody, qps) / sizeof(uint64_t);
+    copy(0, kFixedWords);
+    const size_t qps = std::min<uint64_t>(body->qp_count, kShmMaxQps);
+    copy(kFixedWords, kFixedWords + qps * sizeof(ShmQp) / sizeof(uint64_t));
     std::atomic_thread_fence(std::memory_order_acquire);
     consistent = seq.load(std::memory_order_relaxed) == s1;
   }
