@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <span>
 
-#include "uroce/vocab/time.hpp"
 #include "device/packet_io.hpp"
 #include "transport/engine.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::device {
 

@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <span>
 
-#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::device {
 

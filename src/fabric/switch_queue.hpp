@@ -113,8 +113,8 @@
 #include <string>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "fabric/packet_ring.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fabric {
 

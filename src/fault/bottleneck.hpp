@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <span>
 
-#include "uroce/vocab/time.hpp"
 #include "fabric/switch_queue.hpp"
 #include "fault/delay_line.hpp"
 #include "fault/impair_spec.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fault {
 

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "uroce/vocab/time.hpp"
 #include "fault/impair_spec.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::fault {
 

@@ -47,12 +47,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "net/ip_addr.hpp"
 #include "net/path_errors.hpp"
 #include "net/result.hpp"
 #include "net/reuseport_program.hpp"
 #include "net/reuseport_registry.hpp"
+#include "uroce/vocab/time.hpp"
 #include "wire/header_layout.hpp"
 #include "wire/icrc.hpp"
 

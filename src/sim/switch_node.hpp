@@ -12,8 +12,8 @@
 #include <optional>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "fabric/switch_queue.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::sim {
 

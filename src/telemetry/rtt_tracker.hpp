@@ -20,9 +20,9 @@
 #include <span>
 #include <unordered_map>
 
-#include "uroce/vocab/time.hpp"
 #include "telemetry/snapshot.hpp"
 #include "transport/engine.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::telemetry {
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "telemetry/shm_layout.hpp"
 #include "uroce/vocab/cc_types.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::telemetry {
 

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "uroce/vocab/time.hpp"
 #include "uroce/vocab/cc_types.hpp"
+#include "uroce/vocab/time.hpp"
 
 namespace uroce::transport {
 

@@ -33,9 +33,9 @@
 #include <optional>
 #include <span>
 
-#include "uroce/vocab/time.hpp"
 #include "transport/congestion.hpp"
 #include "uroce/vocab/counters.hpp"
+#include "uroce/vocab/time.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 #include "wire/icrc.hpp"
 

@@ -15,13 +15,13 @@
 #include <optional>
 #include <vector>
 
-#include "uroce/vocab/psn.hpp"
-#include "uroce/vocab/time.hpp"
 #include "transport/congestion.hpp"
-#include "uroce/vocab/counters.hpp"
-#include "uroce/vocab/recovery.hpp"
 #include "transport/recv_queue.hpp"
 #include "transport/send_queue.hpp"
+#include "uroce/vocab/counters.hpp"
+#include "uroce/vocab/psn.hpp"
+#include "uroce/vocab/recovery.hpp"
+#include "uroce/vocab/time.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 #include "wire/packet.hpp"
 

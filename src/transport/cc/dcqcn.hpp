@@ -19,9 +19,9 @@
 
 #include <cstdint>
 
-#include "uroce/vocab/cc_types.hpp"
 #include "transport/cc/pacer.hpp"
 #include "transport/congestion.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::transport {
 

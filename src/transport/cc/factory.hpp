@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "uroce/vocab/cc_types.hpp"
 #include "transport/congestion.hpp"
+#include "uroce/vocab/cc_types.hpp"
 
 namespace uroce::transport {
 

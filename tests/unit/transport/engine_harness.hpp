@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
+#include "uroce/vocab/time.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::test {

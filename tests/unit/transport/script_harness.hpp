@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "uroce/vocab/time.hpp"
 #include "transport/engine.hpp"
+#include "uroce/vocab/time.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 
