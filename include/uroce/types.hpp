@@ -17,6 +17,8 @@ using transport::CqId;
 using transport::EventType;
 using transport::MrInfo;
 using transport::Mtu;
+using transport::MwBind;
+using transport::MwType;
 using transport::mtu_bytes;
 using transport::PdId;
 using transport::QpAttr;

@@ -98,6 +98,32 @@ class MemoryRegion {
   MrInfo info_;
 };
 
+// A memory window (ibv_alloc_mw). Bind it with a kBindMw SendWr whose bind_mw.mw_rkey is
+// rkey() and whose bind_mw.rkey is the key it gets (next_rkey(): the key byte moved on). The
+// window learns the new key only when the bind completes, so keep it: set_rkey() records it
+// for next_rkey() and destroy(). A type 2 window is then usable through that QP only, until a
+// LOCAL_INV or a peer's SEND with Invalidate frees it.
+class MemoryWindow {
+ public:
+  MemoryWindow(MemoryWindow&&) noexcept;
+  MemoryWindow& operator=(MemoryWindow&&) noexcept;
+  ~MemoryWindow();
+
+  [[nodiscard]] uint32_t rkey() const { return rkey_; }
+  [[nodiscard]] MwType type() const { return type_; }
+  // The R_Key with the next key byte (ibv_inc_rkey), for the next BIND_MW.
+  [[nodiscard]] uint32_t next_rkey() const { return (rkey_ & ~0xFFu) | ((rkey_ + 1) & 0xFFu); }
+  void set_rkey(uint32_t rkey) { rkey_ = rkey; }
+  Status destroy();  // ibv_dealloc_mw (unbinds first)
+
+ private:
+  friend class ProtectionDomain;
+  MemoryWindow(std::shared_ptr<device::Device> dev, uint32_t rkey, MwType type);
+  std::shared_ptr<device::Device> dev_;
+  uint32_t rkey_ = 0;
+  MwType type_ = MwType::kType1;
+};
+
 class AddressHandle {
  public:
   // The resolved address vector (sgid filled from sgid_index): put it in SendWr::ud.ah.
@@ -211,6 +237,7 @@ class ProtectionDomain {
   [[nodiscard]] PdId id() const { return id_; }
   // ibv_reg_mr. pin: mlock the pages (checked against RLIMIT_MEMLOCK).
   Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access, bool pin = false);
+  Result<MemoryWindow> alloc_mw(MwType type);  // ibv_alloc_mw
   Result<QueuePair> create_qp(const QpInitAttr& attr);
   Result<SharedReceiveQueue> create_srq(const SrqInitAttr& attr);
   // ibv_create_ah: resolves the source GID from attr.sgid_index (EINVAL beyond the table,

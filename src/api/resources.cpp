@@ -29,6 +29,30 @@ Status MemoryRegion::destroy() {
   return st;
 }
 
+// ---- MemoryWindow
+MemoryWindow::MemoryWindow(std::shared_ptr<device::Device> dev, uint32_t rkey, MwType type)
+    : dev_(std::move(dev)), rkey_(rkey), type_(type) {}
+MemoryWindow::MemoryWindow(MemoryWindow&& o) noexcept
+    : dev_(std::move(o.dev_)), rkey_(o.rkey_), type_(o.type_) {}
+MemoryWindow& MemoryWindow::operator=(MemoryWindow&& o) noexcept {
+  if (this != &o) {
+    (void)destroy();
+    dev_ = std::move(o.dev_);
+    rkey_ = o.rkey_;
+    type_ = o.type_;
+  }
+  return *this;
+}
+MemoryWindow::~MemoryWindow() {
+  (void)destroy();
+}
+Status MemoryWindow::destroy() {
+  if (!dev_) return Status::ok();
+  Status st = dev_->dealloc_mw(rkey_);
+  if (st) dev_.reset();
+  return st;
+}
+
 // ---- CompletionChannel
 CompletionChannel::CompletionChannel(std::shared_ptr<device::Device> dev, device::ChannelId id)
     : dev_(std::move(dev)), id_(id) {}
@@ -220,6 +244,13 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, size_t length, uint32_
   auto r = dev_->reg_mr(id_, addr, length, access, pin);
   if (!r) return r.status();
   return MemoryRegion(dev_, *r);
+}
+
+Result<MemoryWindow> ProtectionDomain::alloc_mw(MwType type) {
+  if (!live_) return Status(EINVAL, "protection domain destroyed");
+  auto r = dev_->alloc_mw(id_, type);
+  if (!r) return r.status();
+  return MemoryWindow(dev_, *r, type);
 }
 
 Result<QueuePair> ProtectionDomain::create_qp(const QpInitAttr& attr) {

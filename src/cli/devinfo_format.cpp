@@ -93,7 +93,8 @@ void cap_flags(std::string& out, uint32_t flags) {
       {1u << 8, "SHUTDOWN_PORT"},      {1u << 9, "INIT_TYPE"},
       {1u << 10, "PORT_ACTIVE_EVENT"}, {1u << 11, "SYS_IMAGE_GUID"},
       {1u << 12, "RC_RNR_NAK_GEN"},    {1u << 13, "SRQ_RESIZE"},
-      {1u << 14, "N_NOTIFY_CQ"},
+      {1u << 14, "N_NOTIFY_CQ"},       {1u << 17, "MEM_WINDOW"},
+      {1u << 23, "MEM_WINDOW_TYPE_2A"}, {1u << 24, "MEM_WINDOW_TYPE_2B"},
   };
   uint32_t known = 0;
   for (const auto& [bit, name] : kNames) {
@@ -219,7 +220,7 @@ std::string format_devinfo(std::string_view hca_id, const device::DeviceAttr& d,
         static_cast<int>(d.atomic_cap));
     put(out, "\tmax_ee:\t\t\t\t0\n");
     put(out, "\tmax_rdd:\t\t\t0\n");
-    put(out, "\tmax_mw:\t\t\t\t0\n");
+    put(out, "\tmax_mw:\t\t\t\t{}\n", d.max_mw);
     put(out, "\tmax_raw_ipv6_qp:\t\t0\n");
     put(out, "\tmax_raw_ethy_qp:\t\t0\n");
     put(out, "\tmax_mcast_grp:\t\t\t0\n");

@@ -78,12 +78,14 @@ DeviceAttr Device::query_device() const {
   a.max_qp = static_cast<int>(l.max_qp);
   a.max_qp_wr = static_cast<int>(l.max_qp_wr);
   a.device_cap_flags = kDeviceBadPkeyCntr | kDeviceBadQkeyCntr | kDevicePortActiveEvent |
-                       kDeviceSysImageGuid | kDeviceRcRnrNakGen | kDeviceSrqResize;
+                       kDeviceSysImageGuid | kDeviceRcRnrNakGen | kDeviceSrqResize |
+                       kDeviceMemWindow | kDeviceMemWindowType2B;
   a.max_sge = static_cast<int>(l.max_sge);
   a.max_sge_rd = static_cast<int>(l.max_sge);
   a.max_cq = static_cast<int>(l.max_cq);
   a.max_cqe = static_cast<int>(l.max_cqe);
   a.max_mr = static_cast<int>(l.max_mr);
+  a.max_mw = static_cast<int>(l.max_mw);
   a.max_pd = static_cast<int>(l.max_pd);
   a.max_qp_rd_atom = static_cast<int>(l.max_qp_rd_atom);
   a.max_res_rd_atom = static_cast<int>(l.max_qp_rd_atom * l.max_qp);
@@ -216,6 +218,16 @@ Status Device::dereg_mr(uint32_t lkey) {
     pinned_.erase(it);
   }
   return st;
+}
+
+Result<uint32_t> Device::alloc_mw(PdId pd, transport::MwType type) {
+  std::lock_guard lock(engine_mu_);
+  return engine_.alloc_mw(pd, type);
+}
+
+Status Device::dealloc_mw(uint32_t rkey) {
+  std::lock_guard lock(engine_mu_);
+  return engine_.dealloc_mw(rkey);
 }
 
 Result<ChannelId> Device::create_comp_channel() {

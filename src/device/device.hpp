@@ -76,6 +76,8 @@ class Device {
   Result<transport::MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length,
                                      uint32_t access);
   Status dereg_mr(uint32_t lkey);
+  Result<uint32_t> alloc_mw(PdId pd, transport::MwType type);  // Engine::alloc_mw
+  Status dealloc_mw(uint32_t rkey);
 
   Result<ChannelId> create_comp_channel();
   Status destroy_comp_channel(ChannelId ch);         // EBUSY while a CQ uses it

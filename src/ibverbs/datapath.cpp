@@ -42,6 +42,11 @@ int to_send_wr(ibv_qp* qp, const ibv_send_wr& in, std::array<transport::Sge, kMa
   if (in.opcode == IBV_WR_SEND_WITH_INV || in.opcode == IBV_WR_LOCAL_INV) {
     out.invalidate_rkey = in.invalidate_rkey;
   }
+  if (in.opcode == IBV_WR_BIND_MW) {
+    if (in.bind_mw.mw == nullptr) return EINVAL;
+    out.bind_mw = to_mw_bind(*in.bind_mw.mw, in.bind_mw.rkey, in.bind_mw.bind_info);
+    return 0;
+  }
   if (qp->qp_type == IBV_QPT_UD) {
     if (in.wr.ud.ah == nullptr) return EINVAL;
     out.ud.ah = ah_of(in.wr.ud.ah)->attr;

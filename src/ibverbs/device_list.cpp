@@ -157,6 +157,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   pthread_mutex_init(&c.mutex, nullptr);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
   install_datapath_ops(c.ops);
+  install_mw_ops(c.ops);
   return &c;
 }
 

@@ -152,6 +152,10 @@ void install_cq_ex_ops(ibv_cq_ex& cq);
 
 // Data-path ops installed in ibv_context::ops (datapath.cpp).
 void install_datapath_ops(ibv_context_ops& ops);
+// ibv_alloc_mw / ibv_dealloc_mw / ibv_bind_mw (memory_window.cpp).
+void install_mw_ops(ibv_context_ops& ops);
+// The engine's BIND_MW of `mw` under `rkey` (ibv_send_wr::bind_mw, ibv_wr_bind_mw).
+transport::MwBind to_mw_bind(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& info);
 
 // Extended ops installed in verbs_context (query.cpp, resources.cpp, qp.cpp).
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len);

@@ -9,8 +9,8 @@
 //
 // What a QP may ask for (IBV_QP_EX_WITH_*): RC the operations uroce's requester sends (RDMA
 // WRITE with and without immediate, SEND with immediate and invalidate, RDMA READ, both
-// atomics, ATOMIC WRITE); UC WRITE and SEND; UD SEND. No LOCAL_INV or BIND_MW (no memory
-// windows) and no TSO (raw packet QPs only).
+// atomics, ATOMIC WRITE); UC WRITE and SEND; RC and UC also LOCAL_INV and BIND_MW; UD SEND.
+// No TSO (raw packet QPs only).
 #include <endian.h>
 
 #include <cstring>
@@ -23,7 +23,8 @@ using namespace uroce::ibverbs;
 namespace {
 
 constexpr uint64_t kUcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                            IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+                            IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                            IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 constexpr uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                             IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV |
                             IBV_QP_EX_WITH_ATOMIC_WRITE;
@@ -130,14 +131,23 @@ void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr, const vo
   }
 }
 
-// No memory windows and no TSO: the QP could not have asked for these, so they only record
-// the error (rdma-core leaves them unset on such a QP; a program calling one gets EOPNOTSUPP).
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  fail(*uqp(q)->batch, EOPNOTSUPP);
+// BIND_MW of `mw` under the new R_Key `rkey` (a type 2 window; rxe's provider does the same).
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (mw == nullptr || info == nullptr) {
+    fail(*uqp(q)->batch, EINVAL);
+    return;
+  }
+  if (auto* w = add(q, transport::WrOpcode::kBindMw, IBV_QP_EX_WITH_BIND_MW)) {
+    w->bind_mw = to_mw_bind(*mw, rkey, *info);
+  }
 }
-void wr_local_inv(ibv_qp_ex* q, uint32_t) {
-  fail(*uqp(q)->batch, EOPNOTSUPP);
+void wr_local_inv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+  if (auto* w = add(q, transport::WrOpcode::kLocalInv, IBV_QP_EX_WITH_LOCAL_INV)) {
+    w->invalidate_rkey = invalidate_rkey;
+  }
 }
+// No TSO (no raw packet QPs): the QP could not have asked for it, so it only records the
+// error (rdma-core leaves it unset on such a QP; a program calling it gets EOPNOTSUPP).
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
   fail(*uqp(q)->batch, EOPNOTSUPP);
 }

@@ -38,6 +38,7 @@ void fill_device_attr(const device::DeviceAttr& a, ibv_device_attr& out) {
   out.max_cq = a.max_cq;
   out.max_cqe = a.max_cqe;
   out.max_mr = a.max_mr;
+  out.max_mw = a.max_mw;
   out.max_pd = a.max_pd;
   out.max_qp_rd_atom = a.max_qp_rd_atom;
   out.max_ee_rd_atom = a.max_ee_rd_atom;

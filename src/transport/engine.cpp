@@ -273,6 +273,12 @@ Result<MrInfo> Engine::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t lengt
 Status Engine::dereg_mr(uint32_t lkey) {
   return impl_->memory().dereg_mr(lkey);
 }
+Result<uint32_t> Engine::alloc_mw(PdId pd, MwType type) {
+  return impl_->memory().alloc_mw(pd, type);
+}
+Status Engine::dealloc_mw(uint32_t rkey) {
+  return impl_->memory().dealloc_mw(rkey);
+}
 Result<CqId> Engine::create_cq(uint32_t cqe) {
   return impl_->create_cq(cqe);
 }

@@ -90,7 +90,13 @@ class Engine {
   Result<MrInfo> reg_mr(PdId pd, void* addr, size_t length, uint32_t access);
   // Same keys, new range, PD and access (ibv_rereg_mr); MemoryTable::rereg_mr.
   Result<MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length, uint32_t access);
-  Status dereg_mr(uint32_t lkey);
+  Status dereg_mr(uint32_t lkey);  // EBUSY while memory windows are bound in it
+
+  // Memory windows: the first R_Key of a new window of `type` in `pd`; dealloc takes any
+  // R_Key the window has had. Binding and invalidation are work requests (BIND_MW,
+  // LOCAL_INV, SEND_WITH_INV); MemoryTable has the rules.
+  Result<uint32_t> alloc_mw(PdId pd, MwType type);
+  Status dealloc_mw(uint32_t rkey);
 
   Result<CqId> create_cq(uint32_t cqe);  // capacity >= cqe
   [[nodiscard]] uint32_t cq_capacity(CqId cq) const;

@@ -21,9 +21,10 @@ constexpr uint32_t kMulticastQpn = 0xFFFFFF;
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc:  // the only type with READ, atomics, FLUSH and ATOMIC WRITE (IBA 1.5)
-      return is_send_op(op) || is_write_op(op) || is_rd_atomic_op(op);
-    case QpType::kUc:
-      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || is_write_op(op);
+      return is_send_op(op) || is_write_op(op) || is_rd_atomic_op(op) || is_local_op(op);
+    case QpType::kUc:  // windows, like RDMA WRITE, serve RC and UC (rxe_opcode.c)
+      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || is_write_op(op) ||
+             is_local_op(op);
     case QpType::kUd:
     case QpType::kGsi:
       return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
@@ -92,6 +93,9 @@ Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
       return Status(EINVAL, "post_send: inline data above max_inline_data");
   }
   if (length > kMaxMessage) return Status(EINVAL, "post_send: message longer than 2^31 bytes");
+  if (is_local_op(wr.opcode) && !wr.sg_list.empty()) {
+    return Status(EINVAL, "post_send: LOCAL_INV and BIND_MW take no SGEs");
+  }
   if (is_flush_or_atomic_write(wr.opcode)) {
     if (!wr.sg_list.empty()) {
       return Status(EINVAL,
@@ -130,6 +134,8 @@ Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
     w.length = wr.flush.level == kFlushMr ? 0 : wr.flush.length;
     w.flush_type = wr.flush.type;
     w.flush_level = wr.flush.level;
+  } else if (wr.opcode == WrOpcode::kBindMw) {
+    w.bind = wr.bind_mw;
   } else if (wr.opcode == WrOpcode::kAtomicWrite) {
     w.remote_addr = wr.rdma.remote_addr;
     w.rkey = wr.rdma.rkey;

@@ -347,6 +347,7 @@ Status EngineImpl::destroy_qp(uint32_t qpn) {
     }
     tx_count_ = kept;
   }
+  memory_.unbind_qp(qpn);
   memory_.pd_ref(qp->pd, -1);
   cq(qp->send_cq)->users--;
   cq(qp->recv_cq)->users--;

@@ -1,21 +1,20 @@
 // PD/MR tables and the one memory checker (see memory.hpp).
 #include "transport/memory.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 
+#include "transport/memory_detail.hpp"
+
 namespace uroce::transport {
 namespace {
 
-constexpr uint32_t kPdFree = UINT32_MAX;
+using detail::feistel_round;
+using detail::range_inside;
 
-// Both ranges as [start, start+len): true when the inner one lies in the outer one and
-// does not wrap the address space.
-bool range_inside(uint64_t outer, uint64_t outer_len, uint64_t inner, uint64_t inner_len) {
-  if (inner + inner_len < inner) return false;
-  return inner >= outer && inner + inner_len <= outer + outer_len;
-}
+constexpr uint32_t kPdFree = UINT32_MAX;
 
 }  // namespace
 
@@ -25,21 +24,12 @@ MemoryTable::MemoryTable(const DeviceLimits& limits, uint64_t seed)
       index_bits_(
           static_cast<uint32_t>(std::bit_width(limits.max_mr > 1 ? limits.max_mr - 1 : 1u))),
       mrs_(limits.max_mr),
+      mw_index_bits_(static_cast<uint32_t>(
+          std::bit_width(std::clamp(limits.max_mw, 2u, 1u << 24) - 1))),
+      mws_(std::min(limits.max_mw, 1u << 24)),
       pd_refs_(limits.max_pd, kPdFree) {
   for (uint32_t& k : round_keys_) k = static_cast<uint32_t>(rng_.next());
 }
-
-namespace {
-
-uint32_t feistel_round(uint32_t half, uint32_t key) {
-  uint32_t x = (half ^ key) * 0x45D9F3Bu;
-  x ^= x >> 16;
-  x *= 0x45D9F3Bu;
-  x ^= x >> 16;
-  return x & 0xFFFF;
-}
-
-}  // namespace
 
 uint32_t MemoryTable::encrypt(uint32_t plain) const {
   uint32_t l = plain >> 16;
@@ -136,10 +126,12 @@ Result<MrInfo> MemoryTable::reg_mr(PdId pd, void* addr, size_t length, uint32_t 
   mr.addr = reinterpret_cast<uint64_t>(addr);
   mr.length = length;
   mr.access = access;
-  // Two generations per registration: lkey even, rkey odd, so they never coincide.
-  const uint32_t gen = mr.generation;
-  mr.generation = gen + 2;
+  // Two generations per registration: lkey even, rkey odd, so they never coincide. A
+  // generation whose rkey a bound or allocated window holds is skipped (keys stay unique).
   const auto plain = [&](uint32_t g) { return index_bits_ >= 32 ? idx : g << index_bits_ | idx; };
+  uint32_t gen = mr.generation;
+  while (is_mw_rkey(encrypt(plain(gen + 1)))) gen += 2;
+  mr.generation = gen + 2;
   mr.lkey = encrypt(plain(gen));
   mr.rkey = encrypt(plain(gen + 1));
   ++mr_count_;
@@ -155,6 +147,9 @@ Result<MrInfo> MemoryTable::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t 
   }
   if (Status st = check_registration(pd, addr, length, access); !st) return st;
   Mr& mr = mrs_[slot_of(lkey)];
+  if (mr.bound_mws != 0) {
+    return Status(EBUSY, "rereg_mr: memory windows are bound to this MR (unbind them first)");
+  }
   pd_ref(mr.pd, -1);
   pd_ref(pd, +1);
   mr.pd = pd;
@@ -175,19 +170,37 @@ Status MemoryTable::dereg_mr(uint32_t lkey) {
   if (found == nullptr || found->lkey != lkey)
     return Status(EINVAL, "dereg_mr: no MR with this lkey");
   Mr& mr = mrs_[slot_of(lkey)];
+  if (mr.bound_mws != 0) {
+    return Status(EBUSY, "dereg_mr: memory windows are bound to this MR (unbind them first)");
+  }
   pd_ref(mr.pd, -1);
   mr = Mr{.generation = mr.generation};
   --mr_count_;
   return Status::ok();
 }
 
-AccessError MemoryTable::check_remote(PdId pd, uint32_t rkey, uint64_t va, uint64_t len,
-                                      uint32_t access, uint8_t** out) const {
+bool MemoryTable::is_mr_rkey(uint32_t key) const {
+  const Mr* mr = lookup(key);
+  return mr != nullptr && mr->rkey == key;
+}
+
+AccessError MemoryTable::check_remote(PdId pd, uint32_t qpn, uint32_t rkey, uint64_t va,
+                                      uint64_t len, uint32_t access, uint8_t** out) const {
   const Mr* mr = lookup(rkey);
-  if (mr == nullptr || mr->rkey != rkey) return AccessError::kBadKey;
-  if (mr->pd != pd) return AccessError::kBadPd;
-  if (!range_inside(mr->addr, mr->length, va, len)) return AccessError::kOutOfRange;
-  if ((mr->access & access) != access) return AccessError::kNoAccess;
+  if (mr != nullptr && mr->rkey == rkey) {
+    if (mr->pd != pd) return AccessError::kBadPd;
+    if (!range_inside(mr->addr, mr->length, va, len)) return AccessError::kOutOfRange;
+    if ((mr->access & access) != access) return AccessError::kNoAccess;
+  } else {
+    // A window: its MR cannot be deregistered or moved while it is bound, so inside the
+    // window is inside registered memory.
+    const Mw* mw = mw_by_rkey(rkey);
+    if (mw == nullptr || !mw->bound) return AccessError::kBadKey;
+    if (mw->pd != pd) return AccessError::kBadPd;
+    if (mw->type == MwType::kType2 && mw->qpn != qpn) return AccessError::kBadKey;
+    if (!range_inside(mw->addr, mw->length, va, len)) return AccessError::kOutOfRange;
+    if ((mw->access & access) != access) return AccessError::kNoAccess;
+  }
   if ((access & kAccessRemoteAtomic) != 0 && (va & 7) != 0) return AccessError::kMisaligned;
   *out = reinterpret_cast<uint8_t*>(va);
   return AccessError::kOk;
@@ -195,7 +208,10 @@ AccessError MemoryTable::check_remote(PdId pd, uint32_t rkey, uint64_t va, uint6
 
 AccessError MemoryTable::check_remote_region(PdId pd, uint32_t rkey, uint32_t access) const {
   const Mr* mr = lookup(rkey);
-  if (mr == nullptr || mr->rkey != rkey) return AccessError::kBadKey;
+  if (mr == nullptr || mr->rkey != rkey) {
+    // A window grants no FLUSH right (its access is REMOTE_READ/WRITE/ATOMIC only).
+    return mw_by_rkey(rkey) != nullptr ? AccessError::kNoAccess : AccessError::kBadKey;
+  }
   if (mr->pd != pd) return AccessError::kBadPd;
   if ((mr->access & access) != access) return AccessError::kNoAccess;
   return AccessError::kOk;

@@ -12,6 +12,13 @@
 // attacker knows of the slot order), lookup stays O(1) (decrypt, index, compare), and a slot's
 // key repeats only after 2^(31 - index_bits) re-registrations of that slot. It is not a
 // cryptographic guarantee: with many known keys the small permutation could be attacked.
+//
+// Memory windows (memory_window.cpp; IBA 10.6.7): a window's R_Key is
+//   tag << 8 | key byte
+// where the 24-bit tag is the same kind of secret permutation of (generation, window index)
+// and the key byte is the consumer's (ibv_inc_rkey changes it on each bind), so the tag finds
+// the window in O(1) and a stale key byte misses. A window R_Key never equals a live MR
+// R_Key: registration skips such a generation and a bind to such a key fails.
 #pragma once
 
 #include <array>
@@ -43,6 +50,21 @@ struct Mr {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint32_t generation = 0;  // registrations of this slot so far (kept across dereg)
+  uint32_t bound_mws = 0;   // windows bound inside it: it cannot be deregistered or moved
+};
+
+struct Mw {
+  bool allocated = false;
+  bool bound = false;  // usable remotely: [addr, addr + length) with `access`, via `rkey`
+  MwType type = MwType::kType1;
+  PdId pd{};
+  uint32_t rkey = 0;        // tag << 8 | key byte
+  uint32_t generation = 0;  // allocations of this slot so far
+  uint32_t mr_slot = 0;     // while bound: the MR it lies in
+  uint32_t qpn = 0;         // type 2, while bound: the only QP it may be used through
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
 };
 
 class MemoryTable {
@@ -58,12 +80,31 @@ class MemoryTable {
   // ibv_rereg_mr: the MR of `lkey` now covers [addr, addr + length) in `pd` with `access`, its
   // lkey and rkey unchanged (peers holding the rkey keep using it); the same checks as reg_mr.
   Result<MrInfo> rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t length, uint32_t access);
-  Status dereg_mr(uint32_t lkey);
+  Status dereg_mr(uint32_t lkey);  // EBUSY while windows are bound in it
 
-  // The remote check (RETH / AtomicETH): rkey valid and in `pd`, [va, va+len) inside the
-  // MR, `access` (kAccessRemote*) granted. On success `*out` points at va.
-  [[nodiscard]] AccessError check_remote(PdId pd, uint32_t rkey, uint64_t va, uint64_t len,
-                                         uint32_t access, uint8_t** out) const;
+  // Memory windows (memory_window.cpp). alloc_mw returns the window's first R_Key (a type 1
+  // window is usable once bound; a type 2 window is free until a BIND_MW). dealloc_mw takes
+  // any R_Key the window has had (its tag names it) and unbinds it first.
+  Result<uint32_t> alloc_mw(PdId pd, MwType type);
+  Status dealloc_mw(uint32_t rkey);
+  // Executes a BIND_MW posted on QP `qpn` of PD `qp_pd`: kSuccess, or kMwBindErr when any
+  // rule of IBA 10.6.7.2 / rxe_check_bind_mw fails (the window is then unchanged).
+  [[nodiscard]] WcStatus bind_mw(PdId qp_pd, uint32_t qpn, const MwBind& bind);
+  // Invalidates the type 2 window `rkey` (LOCAL_INV from a QP of `pd`, or a SEND with
+  // Invalidate arriving on QP `qpn`, which must be the QP it is bound to). False when the key
+  // names no bound type 2 window of `pd` (an MR key included: uroce has no fast-registration
+  // MRs, the only MRs IBA lets a consumer invalidate).
+  [[nodiscard]] bool invalidate_local(PdId pd, uint32_t rkey);
+  [[nodiscard]] bool invalidate_remote(PdId pd, uint32_t qpn, uint32_t rkey);
+  // The QP `qpn` is destroyed: its type 2 windows become free, so a reused QPN cannot
+  // inherit them.
+  void unbind_qp(uint32_t qpn);
+
+  // The remote check (RETH / AtomicETH) of a request arriving on QP `qpn` of `pd`: rkey names
+  // an MR of `pd`, or a bound window of `pd` (type 2: bound to `qpn`); [va, va+len) inside
+  // it; `access` (kAccessRemote*) granted. On success `*out` points at va.
+  [[nodiscard]] AccessError check_remote(PdId pd, uint32_t qpn, uint32_t rkey, uint64_t va,
+                                         uint64_t len, uint32_t access, uint8_t** out) const;
   // The same check for a FLUSH of a whole MR (IBA 1.5 selectivity "memory region"): the
   // R_Key valid and in `pd` with `access`; no range.
   [[nodiscard]] AccessError check_remote_region(PdId pd, uint32_t rkey, uint32_t access) const;
@@ -88,12 +129,24 @@ class MemoryTable {
   [[nodiscard]] uint32_t encrypt(uint32_t plain) const;
   [[nodiscard]] uint32_t decrypt(uint32_t key) const;
   [[nodiscard]] uint32_t slot_of(uint32_t key) const;
+  [[nodiscard]] bool is_mr_rkey(uint32_t key) const;
+  // Window keys: the 24-bit tag permutation and the lookups (by tag, by exact R_Key).
+  [[nodiscard]] uint32_t mw_tag(uint32_t plain) const;
+  [[nodiscard]] uint32_t mw_plain(uint32_t tag) const;
+  [[nodiscard]] Mw* mw_by_tag(uint32_t rkey);
+  [[nodiscard]] const Mw* mw_by_rkey(uint32_t rkey) const;
+  [[nodiscard]] bool is_mw_rkey(uint32_t key) const;
+  void unbind(Mw& mw);
 
   DeviceLimits limits_;
   SplitMix64 rng_;
   uint32_t index_bits_;
   std::array<uint32_t, 4> round_keys_{};
   std::vector<Mr> mrs_;
+  uint32_t mw_index_bits_;
+  std::vector<Mw> mws_;
+  uint32_t mw_count_ = 0;
+  uint32_t next_mw_ = 0;
   std::vector<uint32_t> pd_refs_;  // UINT32_MAX: slot free
   uint32_t mr_count_ = 0;
   uint32_t next_mr_ = 0;

@@ -78,6 +78,8 @@ class Requester {
  private:
   // Starts the WQE at seq_: local checks, PSN assignment. False when it must wait.
   bool start_wqe(EngineImpl& e, Qp& qp, bool* completed);
+  // LOCAL_INV / BIND_MW at seq_: once it is the oldest WR, performs and completes it.
+  bool run_local_op(EngineImpl& e, Qp& qp, bool* completed);
   // Builds the packet at psn_ of the WQE at seq_ (its packet pkts_sent) and moves on.
   FillResult emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot, bool retransmit_hole);
   // Selective repeat: resends the next hole, if any (kNothing: none left).

@@ -124,6 +124,7 @@ bool Requester::start_wqe(EngineImpl& e, Qp& qp, bool* completed) {
   SendWqe& w = qp.sq.at(seq_);
   // IBA 10.3.1 SQD: WQEs already started finish, no new one starts.
   if (qp.state == QpState::kSqd) return false;
+  if (is_local_op(w.opcode)) return run_local_op(e, qp, completed);
   const bool rd_atomic = is_rd_atomic_op(w.opcode);
   if (rd_atomic && rd_atomic_ >= qp.attr.max_rd_atomic) return false;
   // IBA 10.8.3.3: a fenced WR waits for every earlier READ and atomic to complete.
@@ -166,6 +167,33 @@ bool Requester::start_wqe(EngineImpl& e, Qp& qp, bool* completed) {
   w.pkts_sent = 0;
   if (rd_atomic) ++rd_atomic_;
   return true;
+}
+
+bool Requester::run_local_op(EngineImpl& e, Qp& qp, bool* completed) {
+  // A LOCAL_INV or BIND_MW waits until every WR before it has completed, then takes effect
+  // and completes at once, before any later WR starts. That is the strictest order IBA
+  // 10.8.3 allows (as if always fenced): a window never changes under a READ or WRITE posted
+  // before it, and a SEND posted after a bind carries a key that already works.
+  if (seq_ != qp.sq.head()) return false;
+  SendWqe& w = qp.sq.at(seq_);
+  WcStatus status = WcStatus::kSuccess;
+  if (w.opcode == WrOpcode::kBindMw) {
+    status = e.memory().bind_mw(qp.pd, qp.qpn, w.bind);
+  } else if (!e.memory().invalidate_local(qp.pd, w.invalidate_rkey)) {
+    status = WcStatus::kLocQpOpErr;  // rxe: a failed LOCAL_INV is a local QP operation error
+  }
+  *completed = true;
+  if (status != WcStatus::kSuccess) {
+    // IBA 10.6.7.2.4 / rxe: the failed WR completes in error and the QP goes to ERR.
+    e.count(qp, Counter::kSendErr);
+    w.error = status;
+    e.enter_error(qp);
+    return false;
+  }
+  ++seq_;
+  e.complete_send_head(qp, WcStatus::kSuccess);
+  e.check_drained(qp);
+  return false;
 }
 
 void Requester::rewind(Qp& qp, Psn psn) {

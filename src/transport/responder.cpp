@@ -228,7 +228,7 @@ bool Responder::place_out_of_order(EngineImpl& e, Qp& qp, const wire::ParsedPack
     }
     if (!payload.empty()) {
       uint8_t* p = nullptr;
-      if (e.memory().check_remote(qp.pd, r.rkey, r.va, payload.size(), kAccessRemoteWrite, &p) !=
+      if (e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, payload.size(), kAccessRemoteWrite, &p) !=
           AccessError::kOk) {
         return false;
       }
@@ -353,7 +353,7 @@ void Responder::duplicate(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pkt) 
         return;
       }
       uint8_t* p = nullptr;
-      if (r.dma_len != 0 && e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len,
+      if (r.dma_len != 0 && e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len,
                                                     kAccessRemoteRead, &p) != AccessError::kOk) {
         e.count(qp, Counter::kDropDuplicateNoResource);
         return;
@@ -435,7 +435,7 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
       h.bth.psn = it.psn + k;
       h.aeth = {Aeth::ack(), it.msn};
       uint8_t* src = nullptr;
-      if (len != 0 && e.memory().check_remote(qp.pd, it.rkey, it.va + off, len, kAccessRemoteRead,
+      if (len != 0 && e.memory().check_remote(qp.pd, qp.qpn, it.rkey, it.va + off, len, kAccessRemoteRead,
                                               &src) != AccessError::kOk) {
         // The MR went away while the reply was streaming: NAK in its place (class C).
         e.count(qp, Counter::kRespRemoteAccessErrors);

@@ -88,13 +88,14 @@ bool Responder::execute_send(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pk
   }
   recv_offset_ += payload.size();
   if (!last_pkt) return true;
-  if ((flags & wire::kInv) != 0) {
-    // IBA 10.6.7.2: only a memory window or a fast-registration MR can be invalidated
-    // remotely, never an ibv_reg_mr region (rxe_invalidate_mr refuses those with
-    // -EINVAL). uroce has neither kind, so every SEND with Invalidate is refused: the
-    // named R_Key stays valid, the receive completes REM_INV_REQ_ERR and the QP goes to
-    // ERR like rxe (class J); unlike rxe, which ACKs, we NAK invalid request so the
-    // requester learns of it (docs/engine.md, "deliberately differs").
+  const bool inv = (flags & wire::kInv) != 0;
+  if (inv && !e.memory().invalidate_remote(qp.pd, qp.qpn, pkt.hdr.ieth_rkey)) {
+    // IBA 10.6.7.2: a SEND with Invalidate may only invalidate a type 2 window bound to this
+    // QP (or a fast-registration MR, which uroce does not have; rxe_invalidate_mr refuses
+    // ibv_reg_mr regions with -EINVAL). Otherwise the named R_Key stays as it was, the
+    // receive completes REM_INV_REQ_ERR and the QP goes to ERR like rxe (class J); unlike
+    // rxe, which ACKs, we NAK invalid request so the requester learns of it
+    // (docs/engine.md, "deliberately differs").
     return reject(e, qp, pkt, rc, Counter::kRespRemoteInvalidRequest, NakCode::kInvalidRequest,
                   WcStatus::kRemInvReqErr);
   }
@@ -107,6 +108,10 @@ bool Responder::execute_send(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pk
   if ((flags & wire::kImm) != 0) {
     wc.wc_flags |= kWcWithImm;
     wc.imm_data = pkt.hdr.immdt;
+  }
+  if (inv) {
+    wc.wc_flags |= kWcWithInv;
+    wc.invalidated_rkey = pkt.hdr.ieth_rkey;
   }
   in_msg_ = InMsg::kNone;
   ++msn_;
@@ -123,7 +128,7 @@ bool Responder::execute_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& p
     const wire::Reth& r = pkt.hdr.reth;
     e.count(qp, Counter::kRxWriteRequests);
     uint8_t* p = nullptr;
-    if (r.dma_len != 0 && e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len,
+    if (r.dma_len != 0 && e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len,
                                                   kAccessRemoteWrite, &p) != AccessError::kOk) {
       return reject(e, qp, pkt, rc, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                     WcStatus::kRemAccessErr);
@@ -146,7 +151,7 @@ bool Responder::execute_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& p
   if (!payload.empty()) {
     uint8_t* p = nullptr;
     const uint64_t va = write_va_ + (write_len_ - write_resid_);
-    if (e.memory().check_remote(qp.pd, write_rkey_, va, payload.size(), kAccessRemoteWrite, &p) !=
+    if (e.memory().check_remote(qp.pd, qp.qpn, write_rkey_, va, payload.size(), kAccessRemoteWrite, &p) !=
         AccessError::kOk) {
       return reject(e, qp, pkt, rc, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                     WcStatus::kRemAccessErr);
@@ -175,7 +180,7 @@ bool Responder::execute_read(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pk
   const wire::Reth& r = pkt.hdr.reth;
   e.count(qp, Counter::kRxReadRequests);
   uint8_t* p = nullptr;
-  if (r.dma_len != 0 && e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, kAccessRemoteRead,
+  if (r.dma_len != 0 && e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, kAccessRemoteRead,
                                                 &p) != AccessError::kOk) {
     return reject(e, qp, pkt, true, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                   WcStatus::kRemAccessErr);
@@ -207,7 +212,7 @@ bool Responder::execute_atomic(EngineImpl& e, Qp& qp, const wire::ParsedPacket& 
   const wire::AtomicEth& a = pkt.hdr.atomic_eth;
   e.count(qp, Counter::kRxAtomicRequests);
   uint8_t* p = nullptr;
-  const AccessError ae = e.memory().check_remote(qp.pd, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
+  const AccessError ae = e.memory().check_remote(qp.pd, qp.qpn, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
   if (ae == AccessError::kMisaligned) {
     // rxe RESPST_ERR_MISALIGNED_ATOMIC: class C invalid request (IBA 9.4.5: atomics are 8-byte
     // aligned).
@@ -266,7 +271,7 @@ bool Responder::execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& p
   uint8_t* p = nullptr;
   const AccessError ae = pkt.hdr.feth.selectivity() == kFlushMr
                              ? e.memory().check_remote_region(qp.pd, r.rkey, access)
-                             : e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, access, &p);
+                             : e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, access, &p);
   if (ae != AccessError::kOk) {
     return reject(e, qp, pkt, true, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                   WcStatus::kRemAccessErr);
@@ -295,7 +300,7 @@ bool Responder::execute_atomic_write(EngineImpl& e, Qp& qp, const wire::ParsedPa
                   WcStatus::kRemInvReqErr);
   }
   uint8_t* p = nullptr;
-  if (e.memory().check_remote(qp.pd, r.rkey, r.va, r.dma_len, kAccessRemoteWrite, &p) !=
+  if (e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, kAccessRemoteWrite, &p) !=
       AccessError::kOk) {
     return reject(e, qp, pkt, true, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                   WcStatus::kRemAccessErr);

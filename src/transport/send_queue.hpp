@@ -39,6 +39,7 @@ struct SendWqe {
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
   AhAttr ah;
+  MwBind bind;  // BIND_MW
 
   // Progress.
   WqeState state = WqeState::kPosted;

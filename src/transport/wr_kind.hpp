@@ -26,6 +26,10 @@ namespace uroce::transport {
 [[nodiscard]] constexpr bool is_rd_atomic_op(WrOpcode op) {
   return op == WrOpcode::kRdmaRead || is_atomic_op(op) || is_flush_or_atomic_write(op);
 }
+// Memory operations the requester performs itself, in order, without a packet (IBA 10.6.7).
+[[nodiscard]] constexpr bool is_local_op(WrOpcode op) {
+  return op == WrOpcode::kLocalInv || op == WrOpcode::kBindMw;
+}
 [[nodiscard]] constexpr bool has_imm(WrOpcode op) {
   return op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
 }

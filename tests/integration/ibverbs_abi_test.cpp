@@ -172,10 +172,17 @@ TEST_F(IbverbsAbi, OnDemandRegistrationAdviceReregAndResize) {
 }
 
 TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
-  // Inline verbs whose op is absent: rdma-core's own answer for any such provider.
+  // Memory windows exist (ibverbs_wr_test binds and uses them); a type beyond 2 is refused.
   errno = 0;
-  EXPECT_EQ(ibv_alloc_mw(pd_, IBV_MW_TYPE_1), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_alloc_mw(pd_, static_cast<ibv_mw_type>(3)), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  EXPECT_EQ(mw->type, IBV_MW_TYPE_2);
+  EXPECT_EQ(mw->pd, pd_);
+  EXPECT_EQ(dealloc_pd_(pd_), EBUSY);  // the window holds its PD
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  // Inline verbs whose op is absent: rdma-core's own answer for any such provider.
   ibv_xrcd_init_attr xattr{};
   errno = 0;
   EXPECT_EQ(ibv_open_xrcd(ctx_, &xattr), nullptr);

@@ -104,8 +104,8 @@ int main(void) {
 
   /* What a QP may not ask for. */
   errno = 0;
-  struct ibv_qp* refused = create(IBV_QP_EX_WITH_BIND_MW, IBV_QPT_RC, cq_a);
-  printf("rc bind_mw: %s %s\n", refused ? "qp" : "NULL",
+  struct ibv_qp* refused = create(IBV_QP_EX_WITH_TSO, IBV_QPT_RC, cq_a);
+  printf("rc tso: %s %s\n", refused ? "qp" : "NULL",
          errno == EOPNOTSUPP ? "EOPNOTSUPP" : strerror(errno));
   errno = 0;
   refused = create(IBV_QP_EX_WITH_RDMA_WRITE, IBV_QPT_UD, cq_a);
@@ -113,7 +113,8 @@ int main(void) {
          errno == EOPNOTSUPP ? "EOPNOTSUPP" : strerror(errno));
 
   const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
-                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
+                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE |
+                       IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
   struct ibv_qp* a = create(ops, IBV_QPT_RC, cq_a);
   struct ibv_qp* b = create(0, IBV_QPT_RC, cq_b);
   CHECK(a && b, "create_qp_ex");
@@ -207,6 +208,68 @@ int main(void) {
   printf("aborted, then an empty batch: %d\n", ibv_wr_complete(x));
   expect_completions(cq_a, "a", 0);
   expect_completions(cq_b, "b", 0);
+
+  /* 4: memory windows over abuf, whose MR has no remote rights of its own. A type 1 window
+   * bound by ibv_bind_mw, then a type 2 window bound by ibv_wr_bind_mw; B writes through
+   * each; ibv_wr_local_inv frees the type 2 window and B's next write through it fails. */
+  struct ibv_device_attr da;
+  CHECK(ibv_query_device(ctx, &da) == 0, "query_device");
+  printf("max_mw %d, MEM_WINDOW %s, TYPE_2B %s\n", da.max_mw,
+         (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) ? "yes" : "no",
+         (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) ? "yes" : "no");
+  struct ibv_mr* wmr = ibv_reg_mr(pd, abuf, kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  struct ibv_mw* w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  struct ibv_mw* w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECK(wmr && w1 && w2, "reg_mr / alloc_mw");
+  const uint32_t w1_first = w1->rkey;
+  struct ibv_mw_bind mb = {.wr_id = 10,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .bind_info = {.mr = wmr,
+                                         .addr = (uintptr_t)(abuf + 3072),
+                                         .length = 256,
+                                         .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+  const int bound = ibv_bind_mw(a, w1, &mb);
+  printf("ibv_bind_mw type 1: %d, rkey %s\n", bound,
+         w1->rkey == ibv_inc_rkey(w1_first) ? "incremented" : "unchanged");
+  expect_completions(cq_a, "a", 1);
+  for (int i = 0; i < 64; ++i) bbuf[i] = (uint8_t)(0xA0 + i);
+  struct ibv_sge bsge = {(uintptr_t)bbuf, 64, bmr->lkey};
+  struct ibv_send_wr bw = {.wr_id = 20,
+                           .sg_list = &bsge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .wr.rdma = {(uintptr_t)(abuf + 3072 + 192), w1->rkey}};
+  struct ibv_send_wr* bad_s;
+  CHECK(ibv_post_send(b, &bw, &bad_s) == 0, "post_send through w1");
+  expect_completions(cq_b, "b", 1);
+  printf("through type 1: %s\n", memcmp(abuf + 3072 + 192, bbuf, 64) == 0 ? "equal" : "differs");
+
+  const uint32_t key2 = ibv_inc_rkey(w2->rkey);
+  struct ibv_mw_bind_info info2 = {wmr, (uintptr_t)(abuf + 3584), 512, IBV_ACCESS_REMOTE_WRITE};
+  ibv_wr_start(x);
+  x->wr_id = 11;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(x, w2, key2, &info2);
+  printf("ibv_wr_bind_mw type 2: %d\n", ibv_wr_complete(x));
+  expect_completions(cq_a, "a", 1);
+  bw.wr_id = 21;
+  bw.wr.rdma.remote_addr = (uintptr_t)(abuf + 3584);
+  bw.wr.rdma.rkey = key2;
+  CHECK(ibv_post_send(b, &bw, &bad_s) == 0, "post_send through w2");
+  expect_completions(cq_b, "b", 1);
+  printf("through type 2: %s\n", memcmp(abuf + 3584, bbuf, 64) == 0 ? "equal" : "differs");
+  ibv_wr_start(x);
+  x->wr_id = 12;
+  ibv_wr_local_inv(x, key2);
+  printf("ibv_wr_local_inv: %d\n", ibv_wr_complete(x));
+  expect_completions(cq_a, "a", 1);
+  bw.wr_id = 22;
+  CHECK(ibv_post_send(b, &bw, &bad_s) == 0, "post_send after LOCAL_INV");
+  expect_completions(cq_b, "b", 1);
+  printf("dereg_mr under a bound window: %s\n", ibv_dereg_mr(wmr) == EBUSY ? "EBUSY" : "other");
+  CHECK(ibv_dealloc_mw(w1) == 0 && ibv_dealloc_mw(w2) == 0, "dealloc_mw");
+  CHECK(ibv_dereg_mr(wmr) == 0, "dereg_mr");
 
   ibv_destroy_qp(a);
   ibv_destroy_qp(b);

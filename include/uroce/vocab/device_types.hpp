@@ -63,6 +63,7 @@ struct DeviceAttr {
   int max_cq = 0;
   int max_cqe = 0;
   int max_mr = 0;
+  int max_mw = 0;
   int max_pd = 0;
   int max_qp_rd_atom = 0;
   int max_ee_rd_atom = 0;
@@ -88,6 +89,8 @@ enum DeviceCap : uint32_t {
   kDeviceSysImageGuid = 1 << 11,
   kDeviceRcRnrNakGen = 1 << 12,
   kDeviceSrqResize = 1 << 13,
+  kDeviceMemWindow = 1 << 17,
+  kDeviceMemWindowType2B = 1 << 24,
 };
 
 struct ProgressOptions {

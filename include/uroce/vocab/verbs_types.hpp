@@ -244,6 +244,7 @@ struct DeviceLimits {
   uint32_t max_cqe = 65536;
   uint32_t max_pd = 1024;
   uint32_t max_mr = 4096;  // also fixes how many key bits are the MR index
+  uint32_t max_mw = 4096;  // memory windows (type 1 and 2B); at most 2^24
   uint64_t max_mr_size = 1ull << 40;
   uint32_t max_srq = 1024;
   uint32_t max_srq_wr = 16384;
@@ -333,6 +334,25 @@ struct QpAttr {
   Recovery recovery = Recovery::kGoBackN;
 };
 
+// ibv_mw_type: type 1 windows are bound with ibv_bind_mw and belong to their PD; type 2
+// (2B) windows are bound by a BIND_MW work request, belong to that QP and can be invalidated
+// (LOCAL_INV, SEND with Invalidate).
+enum class MwType : uint8_t { kType1 = 1, kType2 = 2 };
+
+// A BIND_MW work request (IBA 10.6.7): binds the window whose R_Key's upper 24 bits are
+// mw_rkey's to [addr, addr + length) of the MR `mr_lkey` with `access` (kAccessRemote* bits;
+// kAccessLocalWrite is ignored), under the new R_Key `rkey`: the window's upper 24 bits and a
+// key byte of the consumer's choice (ibv_inc_rkey). Type 1: length 0 unbinds. Type 2: bound
+// to the posting QP (type 2B), length > 0.
+struct MwBind {
+  uint32_t mw_rkey = 0;
+  uint32_t rkey = 0;
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
@@ -340,7 +360,7 @@ struct SendWr {
   std::span<const Sge>
       sg_list;            // with kSendInline: addr/length are read at post time, lkey ignored
   uint32_t imm_data = 0;  // host order; *_WITH_IMM only
-  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV only
+  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV and LOCAL_INV only
   struct {
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
@@ -361,6 +381,7 @@ struct SendWr {
     uint8_t type = kFlushGlobal;  // FlushType bits
     uint8_t level = kFlushRange;  // FlushLevel
   } flush;
+  MwBind bind_mw;  // BIND_MW only
   struct {
     AhAttr ah;  // copied at post time
     uint32_t remote_qpn = 0;

@@ -77,6 +77,19 @@ TEST(DevinfoFormat, VerboseAddsTheLimits) {
   EXPECT_NE(text.find("\tmax_srq:\t\t\t0\n\tmax_pkeys:"), std::string::npos);
 }
 
+TEST(DevinfoFormat, NamesTheMemoryWindowCapabilitiesAndCount) {
+  device::DeviceAttr d;
+  d.device_cap_flags = (1u << 17) | (1u << 24);
+  d.max_mw = 4096;
+  const std::string text = format_devinfo("uroce_lo", d, {}, true);
+  EXPECT_NE(text.find("\tdevice_cap_flags:\t\t0x01020000\n"
+                      "\t\t\t\t\tMEM_WINDOW\n"
+                      "\t\t\t\t\tMEM_WINDOW_TYPE_2B\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\tmax_mw:\t\t\t\t4096\n"), std::string::npos) << text;
+}
+
 // -v with the device's CcConfig: the algorithm, the line rate and where it comes from, and
 // every DCQCN parameter in effect by its mlx5 name, in the table's order.
 TEST(DevinfoFormat, VerboseShowsTheCongestionControlInEffect) {

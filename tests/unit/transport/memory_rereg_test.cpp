@@ -25,7 +25,7 @@ TEST(MemoryRereg, KeysStayWhileRangePdAndAccessChange) {
   const MrInfo mr = t.reg_mr(pd1, a.data(), a.size(), kRw).value();
   uint8_t* p = nullptr;
   ASSERT_EQ(
-      t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kOk);
 
   // New translation: the keys are the same, the old range is out, the new one in.
@@ -34,9 +34,9 @@ TEST(MemoryRereg, KeysStayWhileRangePdAndAccessChange) {
   EXPECT_EQ(moved.rkey, mr.rkey);
   EXPECT_EQ(moved.length, b.size());
   EXPECT_EQ(
-      t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kOutOfRange);
-  EXPECT_EQ(t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(b.data()) + 8000, 8,
+  EXPECT_EQ(t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(b.data()) + 8000, 8,
                            kAccessRemoteWrite, &p),
             AccessError::kOk);
   EXPECT_EQ(p, b.data() + 8000);
@@ -48,19 +48,19 @@ TEST(MemoryRereg, KeysStayWhileRangePdAndAccessChange) {
   ASSERT_TRUE(
       t.rereg_mr(mr.lkey, pd1, b.data(), b.size(), kAccessLocalWrite | kAccessRemoteRead).is_ok());
   EXPECT_EQ(
-      t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kNoAccess);
   EXPECT_EQ(
-      t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteRead, &p),
+      t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteRead, &p),
       AccessError::kOk);
 
   // New PD: the old PD's QPs are refused; the PD reference moved (pd1 can go, pd2 cannot).
   ASSERT_TRUE(t.rereg_mr(mr.lkey, pd2, b.data(), b.size(), kRw).is_ok());
   EXPECT_EQ(
-      t.check_remote(pd1, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd1, 0, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kBadPd);
   EXPECT_EQ(
-      t.check_remote(pd2, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd2, 0, mr.rkey, reinterpret_cast<uint64_t>(b.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kOk);
   EXPECT_EQ(t.dealloc_pd(pd2).code(), EBUSY);
   EXPECT_TRUE(t.dealloc_pd(pd1).is_ok());
@@ -78,7 +78,7 @@ TEST(MemoryRereg, RefusedChangesLeaveTheMrAsItWas) {
   EXPECT_EQ(t.rereg_mr(mr.lkey ^ 0x100, pd, a.data(), a.size(), kRw).status().code(), EINVAL);
   uint8_t* p = nullptr;
   EXPECT_EQ(
-      t.check_remote(pd, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
+      t.check_remote(pd, 0, mr.rkey, reinterpret_cast<uint64_t>(a.data()), 8, kAccessRemoteWrite, &p),
       AccessError::kOk);
 }
 

@@ -27,7 +27,7 @@ size_t guesses_that_pass(const MemoryTable& t, PdId pd, uint64_t va,
   size_t hits = 0;
   for (uint32_t k : keys) {
     uint8_t* p = nullptr;
-    if (t.check_remote(pd, k, va, 8, kAccessRemoteWrite, &p) == AccessError::kOk) ++hits;
+    if (t.check_remote(pd, 0, k, va, 8, kAccessRemoteWrite, &p) == AccessError::kOk) ++hits;
   }
   return hits;
 }
@@ -71,7 +71,7 @@ TEST(RkeyTest, NoKeyRepeatsInTwoToTheTwentyRegistrations) {
     const MrInfo mr = t.reg_mr(pd, buf.data(), buf.size(), kAll).value();
     if (i > 0) {
       uint8_t* p = nullptr;
-      ASSERT_EQ(t.check_remote(pd, previous_rkey, mr.addr, 8, kAccessRemoteWrite, &p),
+      ASSERT_EQ(t.check_remote(pd, 0, previous_rkey, mr.addr, 8, kAccessRemoteWrite, &p),
                 AccessError::kBadKey)
           << "a deregistered key still works";
     }
