@@ -328,6 +328,7 @@ Status Device::modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t m
   }
   Status st = [&] {
     std::lock_guard lock(engine_mu_);
+    engine_.set_time(now());  // a move to ERR completes WRs: stamp them with the time of now
     return engine_.modify_qp(qpn, resolved, mask);
   }();
   if (st && config_.observer) config_.observer->on_qp_modified(qpn, resolved, mask);

@@ -192,6 +192,21 @@ uint8_t read_sl(ibv_cq_ex* cq) {
 uint8_t read_dlid_path_bits(ibv_cq_ex* cq) {
   return cur(cq).dlid_path_bits;
 }
+// The device clock is CLOCK_MONOTONIC in ns: hca_core_clock is 1 GHz, so the raw timestamp
+// is already nanoseconds. The wall-clock reading moves it by the current REALTIME-MONOTONIC
+// offset (the mapping mlx5 makes with its clock info page).
+uint64_t read_completion_ts(ibv_cq_ex* cq) {
+  return static_cast<uint64_t>(cur(cq).timestamp_ns);
+}
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
+  timespec mono{};
+  timespec real{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  const int64_t offset =
+      (real.tv_sec - mono.tv_sec) * 1'000'000'000LL + (real.tv_nsec - mono.tv_nsec);
+  return static_cast<uint64_t>(cur(cq).timestamp_ns + offset);
+}
 
 }  // namespace
 
@@ -254,6 +269,8 @@ void install_cq_ex_ops(ibv_cq_ex& cq) {
   cq.read_slid = read_slid;
   cq.read_sl = read_sl;
   cq.read_dlid_path_bits = read_dlid_path_bits;
+  cq.read_completion_ts = read_completion_ts;
+  cq.read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
 }  // namespace uroce::ibverbs

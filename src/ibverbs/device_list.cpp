@@ -139,6 +139,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   v.create_cq_ex = create_cq_ex;
   v.create_qp_ex = create_qp_ex;
   v.advise_mr = advise_mr;
+  v.query_rt_values = query_rt_values;
   ibv_context& c = v.context;
   c.device = device;
   // A real context's cmd_fd is its open uverbs file, which programs may dup, poll or pass to

@@ -159,6 +159,7 @@ transport::MwBind to_mw_bind(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_
 
 // Extended ops installed in verbs_context (query.cpp, resources.cpp, qp.cpp).
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len);
+int query_rt_values(ibv_context* context, ibv_values_ex* values);
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);

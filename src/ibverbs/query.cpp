@@ -15,6 +15,8 @@ namespace {
 
 // rxe's limits for what the device has no own notion of.
 constexpr int kMaxAh = 0x3FFF;
+// The clock completions are stamped with (Device::now, CLOCK_MONOTONIC) counts nanoseconds.
+constexpr uint64_t kHcaCoreClockKhz = 1'000'000;
 constexpr uint32_t kDefaultPkey = 0xFFFF;
 
 // rdma-core's private enum ibv_gid_type_sysfs (driver.h).
@@ -113,6 +115,9 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   std::memset(&full, 0, sizeof full);
   fill_device_attr(a, full.orig_attr);
   full.phys_port_cnt_ex = a.phys_port_cnt;
+  // Completion timestamps: the device clock (CLOCK_MONOTONIC) in ns, 64 bits wide.
+  full.completion_timestamp_mask = ~uint64_t{0};
+  full.hca_core_clock = kHcaCoreClockKhz;
   // On-demand paging: uroce pins no MR (resources.cpp), so every operation of every QP type
   // may use an on-demand one. Not implicit ODP (a whole address space MR).
   constexpr uint32_t kAllOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
@@ -233,3 +238,17 @@ int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
 }
 
 }  // extern "C"
+
+namespace uroce::ibverbs {
+
+// ibv_query_rt_values_ex: the device clock now (the raw clock completions are stamped with).
+int query_rt_values(ibv_context* context, ibv_values_ex* values) {
+  if (context == nullptr || values == nullptr) return EINVAL;
+  values->comp_mask &= IBV_VALUES_MASK_RAW_CLOCK;
+  if ((values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) != 0) {
+    clock_gettime(CLOCK_MONOTONIC, &values->raw_clock);
+  }
+  return 0;
+}
+
+}  // namespace uroce::ibverbs

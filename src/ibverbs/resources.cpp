@@ -202,8 +202,11 @@ void ah_to_ibv(const transport::AhAttr& in, ibv_ah_attr& out) {
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
-  // No completion timestamps, VLAN, flow tags or tag matching: only the standard fields.
-  if ((attr->wc_flags & ~static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS)) != 0) {
+  // The standard fields and completion timestamps; no VLAN, flow tags or tag matching.
+  constexpr uint64_t kWcFlags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) |
+                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  if ((attr->wc_flags & ~kWcFlags) != 0) {
     return fail_null<ibv_cq_ex>(EOPNOTSUPP);
   }
   if ((attr->comp_mask & ~static_cast<uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS)) != 0) {

@@ -3,10 +3,12 @@
 
 namespace uroce::transport {
 
-Cq::PushResult Cq::push(const Wc& wc, bool solicited) {
+Cq::PushResult Cq::push(const Wc& wc, bool solicited, TimePoint at) {
   // Like rxe (rxe_cq_post): a full CQ loses the completion and raises IBV_EVENT_CQ_ERR.
   if (count_ == ring_.size()) return PushResult::kOverflow;
-  ring_[(head_ + count_) % ring_.size()] = wc;
+  Wc& slot = ring_[(head_ + count_) % ring_.size()];
+  slot = wc;
+  slot.timestamp_ns = at.count();
   ++count_;
   if (notify_ == Notify::kNext || (notify_ == Notify::kSolicited && solicited)) {
     notify_ = Notify::kNone;

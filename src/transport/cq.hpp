@@ -17,7 +17,8 @@ class Cq {
 
   explicit Cq(uint32_t capacity) : ring_(capacity) {}
 
-  PushResult push(const Wc& wc, bool solicited);
+  // Stores `wc` stamped with `at` (Wc::timestamp_ns).
+  PushResult push(const Wc& wc, bool solicited, TimePoint at);
   int poll(std::span<Wc> out);
   // Drops the completions of QP `qpn` still in the ring, keeping the others in order (a QP
   // moved to RESET: its stale completions, flush errors among them, must not reach the new

@@ -136,7 +136,7 @@ void EngineImpl::complete_send_head(Qp& qp, WcStatus status) {
     wc.byte_len = w.length;
     wc.qp_num = qp.qpn;
     Cq* c = cq(qp.send_cq);
-    switch (c->push(wc, false)) {
+    switch (c->push(wc, false, now_)) {
       case Cq::PushResult::kStored:
         break;
       case Cq::PushResult::kStoredNotify:
@@ -158,7 +158,7 @@ void EngineImpl::complete_recv(Qp& qp, const Wc& wc, bool solicited) {
     count(qp, Counter::kRespCqeError);
   }
   Cq* c = cq(qp.recv_cq);
-  switch (c->push(wc, solicited)) {
+  switch (c->push(wc, solicited, now_)) {
     case Cq::PushResult::kStored:
       break;
     case Cq::PushResult::kStoredNotify:
@@ -272,6 +272,9 @@ Result<MrInfo> Engine::rereg_mr(uint32_t lkey, PdId pd, void* addr, size_t lengt
 }
 Status Engine::dereg_mr(uint32_t lkey) {
   return impl_->memory().dereg_mr(lkey);
+}
+void Engine::set_time(TimePoint now) {
+  impl_->set_time(now);
 }
 Result<uint32_t> Engine::alloc_mw(PdId pd, MwType type) {
   return impl_->memory().alloc_mw(pd, type);

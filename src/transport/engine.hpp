@@ -96,6 +96,9 @@ class Engine {
   // R_Key the window has had. Binding and invalidation are work requests (BIND_MW,
   // LOCAL_INV, SEND_WITH_INV); MemoryTable has the rules.
   Result<uint32_t> alloc_mw(PdId pd, MwType type);
+  // The time of the setup call about to be made (modify_qp may flush WRs into completions,
+  // which carry the engine's time); data-path calls take their time as an argument.
+  void set_time(TimePoint now);
   Status dealloc_mw(uint32_t rkey);
 
   Result<CqId> create_cq(uint32_t cqe);  // capacity >= cqe

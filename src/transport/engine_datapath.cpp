@@ -73,6 +73,7 @@ bool all_zero(const std::array<uint8_t, 16>& a) {
 }  // namespace
 
 Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
+  now_ = now;
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "post_send: no such QP");
   if (qp->state == QpState::kReset || qp->state == QpState::kInit || qp->state == QpState::kRtr) {
@@ -195,6 +196,7 @@ Status EngineImpl::post_recv(uint32_t qpn, const RecvWr& wr) {
 }
 
 void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce) {
+  now_ = now;
   wire::ParsedPacket pkt;
   const wire::ParseError pe = wire::parse_packet(roce, pkt);
   if (pe != wire::ParseError::kOk) {
@@ -291,6 +293,7 @@ void EngineImpl::dispatch(TimePoint now, Qp& qp, const wire::ParsedPacket& pkt) 
 }
 
 void EngineImpl::on_timer(TimePoint now) {
+  now_ = now;
   while (!timers_.empty() && timers_.top_deadline() <= now) {
     const uint32_t slot = timers_.top_slot();
     timers_.clear(slot);
@@ -388,6 +391,7 @@ FillResult EngineImpl::fill_one(TimePoint now, Qp& qp, TxSlot& slot) {
 }
 
 size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
+  now_ = now;
   size_t n = 0;
   while (n < slots.size() && tx_count_ > 0) {
     const uint32_t idx = tx_ring_[tx_head_];

@@ -82,6 +82,7 @@ class EngineImpl {
   Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
   Status destroy_qp(uint32_t qpn);
   Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
+  void set_time(TimePoint now) { now_ = now; }
   Status post_recv(uint32_t qpn, const RecvWr& wr);
   Status post_srq_recv(SrqId id, const RecvWr& wr);
   int poll_cq(CqId id, std::span<Wc> out);
@@ -118,6 +119,9 @@ class EngineImpl {
   void tx_list_push(Qp& qp);
 
   EngineConfig config_;
+  // The time of the call in progress (post_send, on_packet, on_timer, poll_tx): completions
+  // are stamped with it. Setup calls that flush (modify_qp to ERR) reuse the last one.
+  TimePoint now_{};
   MemoryTable memory_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;

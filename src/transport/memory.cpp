@@ -24,8 +24,8 @@ MemoryTable::MemoryTable(const DeviceLimits& limits, uint64_t seed)
       index_bits_(
           static_cast<uint32_t>(std::bit_width(limits.max_mr > 1 ? limits.max_mr - 1 : 1u))),
       mrs_(limits.max_mr),
-      mw_index_bits_(static_cast<uint32_t>(
-          std::bit_width(std::clamp(limits.max_mw, 2u, 1u << 24) - 1))),
+      mw_index_bits_(
+          static_cast<uint32_t>(std::bit_width(std::clamp(limits.max_mw, 2u, 1u << 24) - 1))),
       mws_(std::min(limits.max_mw, 1u << 24)),
       pd_refs_(limits.max_pd, kPdFree) {
   for (uint32_t& k : round_keys_) k = static_cast<uint32_t>(rng_.next());

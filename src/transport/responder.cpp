@@ -228,8 +228,8 @@ bool Responder::place_out_of_order(EngineImpl& e, Qp& qp, const wire::ParsedPack
     }
     if (!payload.empty()) {
       uint8_t* p = nullptr;
-      if (e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, payload.size(), kAccessRemoteWrite, &p) !=
-          AccessError::kOk) {
+      if (e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, payload.size(), kAccessRemoteWrite,
+                                  &p) != AccessError::kOk) {
         return false;
       }
       std::memcpy(p, payload.data(), payload.size());
@@ -435,8 +435,8 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
       h.bth.psn = it.psn + k;
       h.aeth = {Aeth::ack(), it.msn};
       uint8_t* src = nullptr;
-      if (len != 0 && e.memory().check_remote(qp.pd, qp.qpn, it.rkey, it.va + off, len, kAccessRemoteRead,
-                                              &src) != AccessError::kOk) {
+      if (len != 0 && e.memory().check_remote(qp.pd, qp.qpn, it.rkey, it.va + off, len,
+                                              kAccessRemoteRead, &src) != AccessError::kOk) {
         // The MR went away while the reply was streaming: NAK in its place (class C).
         e.count(qp, Counter::kRespRemoteAccessErrors);
         it.kind = RespItem::Kind::kAck;

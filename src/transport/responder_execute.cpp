@@ -151,8 +151,8 @@ bool Responder::execute_write(EngineImpl& e, Qp& qp, const wire::ParsedPacket& p
   if (!payload.empty()) {
     uint8_t* p = nullptr;
     const uint64_t va = write_va_ + (write_len_ - write_resid_);
-    if (e.memory().check_remote(qp.pd, qp.qpn, write_rkey_, va, payload.size(), kAccessRemoteWrite, &p) !=
-        AccessError::kOk) {
+    if (e.memory().check_remote(qp.pd, qp.qpn, write_rkey_, va, payload.size(), kAccessRemoteWrite,
+                                &p) != AccessError::kOk) {
       return reject(e, qp, pkt, rc, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                     WcStatus::kRemAccessErr);
     }
@@ -180,8 +180,8 @@ bool Responder::execute_read(EngineImpl& e, Qp& qp, const wire::ParsedPacket& pk
   const wire::Reth& r = pkt.hdr.reth;
   e.count(qp, Counter::kRxReadRequests);
   uint8_t* p = nullptr;
-  if (r.dma_len != 0 && e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, kAccessRemoteRead,
-                                                &p) != AccessError::kOk) {
+  if (r.dma_len != 0 && e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len,
+                                                kAccessRemoteRead, &p) != AccessError::kOk) {
     return reject(e, qp, pkt, true, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                   WcStatus::kRemAccessErr);
   }
@@ -212,7 +212,8 @@ bool Responder::execute_atomic(EngineImpl& e, Qp& qp, const wire::ParsedPacket& 
   const wire::AtomicEth& a = pkt.hdr.atomic_eth;
   e.count(qp, Counter::kRxAtomicRequests);
   uint8_t* p = nullptr;
-  const AccessError ae = e.memory().check_remote(qp.pd, qp.qpn, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
+  const AccessError ae =
+      e.memory().check_remote(qp.pd, qp.qpn, a.rkey, a.va, 8, kAccessRemoteAtomic, &p);
   if (ae == AccessError::kMisaligned) {
     // rxe RESPST_ERR_MISALIGNED_ATOMIC: class C invalid request (IBA 9.4.5: atomics are 8-byte
     // aligned).
@@ -269,9 +270,10 @@ bool Responder::execute_flush(EngineImpl& e, Qp& qp, const wire::ParsedPacket& p
   const wire::Reth& r = pkt.hdr.reth;
   const uint32_t access = flush_access(pkt.hdr.feth);
   uint8_t* p = nullptr;
-  const AccessError ae = pkt.hdr.feth.selectivity() == kFlushMr
-                             ? e.memory().check_remote_region(qp.pd, r.rkey, access)
-                             : e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, access, &p);
+  const AccessError ae =
+      pkt.hdr.feth.selectivity() == kFlushMr
+          ? e.memory().check_remote_region(qp.pd, r.rkey, access)
+          : e.memory().check_remote(qp.pd, qp.qpn, r.rkey, r.va, r.dma_len, access, &p);
   if (ae != AccessError::kOk) {
     return reject(e, qp, pkt, true, Counter::kRespRemoteAccessErrors, NakCode::kRemoteAccessError,
                   WcStatus::kRemAccessErr);

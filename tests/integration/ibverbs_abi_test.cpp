@@ -171,6 +171,80 @@ TEST_F(IbverbsAbi, OnDemandRegistrationAdviceReregAndResize) {
   EXPECT_EQ(resize(cq_, 0), EINVAL);
 }
 
+// Completion timestamps: a receive flushed by the move to ERR is stamped with the device
+// clock (CLOCK_MONOTONIC ns, hca_core_clock 1 GHz) at that moment; the wall-clock reading is
+// the same instant in CLOCK_REALTIME; ibv_query_rt_values_ex reads the same clock.
+TEST_F(IbverbsAbi, CompletionTimestampsAreTheDeviceClockInNanoseconds) {
+  const auto mono_ns = [] {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
+  };
+  ibv_device_attr_ex attr{};
+  ASSERT_EQ(verbs_get_ctx(ctx_)->query_device_ex(ctx_, nullptr, &attr, sizeof attr), 0);
+  EXPECT_EQ(attr.hca_core_clock, 1'000'000u);  // kHz
+  EXPECT_EQ(attr.completion_timestamp_mask, ~uint64_t{0});
+
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 8;
+  cq_attr.wc_flags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) |
+                     static_cast<uint64_t>(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) |
+                     static_cast<uint64_t>(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+  ibv_cq_ex* cqx = ibv_create_cq_ex(ctx_, &cq_attr);
+  ASSERT_NE(cqx, nullptr) << strerror(errno);
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  auto create_qp = sym<decltype(&ibv_create_qp)>(lib_, "ibv_create_qp");
+  auto modify = sym<decltype(&ibv_modify_qp)>(lib_, "ibv_modify_qp");
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  qa.cap = {4, 4, 1, 1, 0};
+  qa.qp_type = IBV_QPT_RC;
+  ibv_qp* qp = create_qp(pd_, &qa);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  ASSERT_EQ(modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 77;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &bad), 0);
+  const uint64_t before = mono_ns();
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(modify(qp, &a, IBV_QP_STATE), 0);
+  const uint64_t after = mono_ns();
+
+  ibv_poll_cq_attr pa{};
+  ASSERT_EQ(ibv_start_poll(cqx, &pa), 0);
+  EXPECT_EQ(cqx->wr_id, 77u);
+  EXPECT_EQ(cqx->status, IBV_WC_WR_FLUSH_ERR);
+  const uint64_t ts = ibv_wc_read_completion_ts(cqx);
+  EXPECT_GE(ts, before);
+  EXPECT_LE(ts, after);
+  timespec real{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  const uint64_t real_now =
+      static_cast<uint64_t>(real.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(real.tv_nsec);
+  const uint64_t wall = ibv_wc_read_completion_wallclock_ns(cqx);
+  EXPECT_LE(wall, real_now);
+  EXPECT_LT(real_now - wall, 1'000'000'000u) << "the completion was made well within a second";
+  ibv_end_poll(cqx);
+
+  ibv_values_ex values{};
+  values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+  ASSERT_EQ(ibv_query_rt_values_ex(ctx_, &values), 0);
+  EXPECT_EQ(values.comp_mask, static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK));
+  const uint64_t raw = static_cast<uint64_t>(values.raw_clock.tv_sec) * 1'000'000'000u +
+                       static_cast<uint64_t>(values.raw_clock.tv_nsec);
+  EXPECT_GE(raw, after);
+  EXPECT_LE(raw, mono_ns());
+
+  EXPECT_EQ(sym<decltype(&ibv_destroy_qp)>(lib_, "ibv_destroy_qp")(qp), 0);
+  EXPECT_EQ(destroy_cq_(cq), 0);
+}
+
 TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
   // Memory windows exist (ibverbs_wr_test binds and uses them); a type beyond 2 is refused.
   errno = 0;
@@ -207,8 +281,8 @@ TEST_F(IbverbsAbi, UnsupportedVerbsFailWithTheirErrno) {
 
   ibv_cq_init_attr_ex cq_attr{};
   cq_attr.cqe = 8;
-  cq_attr.wc_flags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) |
-                     static_cast<uint64_t>(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
+  cq_attr.wc_flags =
+      static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) | static_cast<uint64_t>(IBV_WC_EX_WITH_CVLAN);
   errno = 0;
   EXPECT_EQ(ibv_create_cq_ex(ctx_, &cq_attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);

@@ -436,6 +436,9 @@ struct Wc {
   // UD receives: the IP version the datagram came over (the kernel's ib_wc.network_hdr_type,
   // which RoCE consumers need to read the GRH area); kNone for everything else.
   WcNetwork network = WcNetwork::kNone;
+  // When the engine made the completion, on its clock (the device's: CLOCK_MONOTONIC, ns);
+  // ibv_wc_read_completion_ts reports it (hca_core_clock 1 GHz).
+  int64_t timestamp_ns = 0;
 };
 
 // An event for the device: `element` is the QPN, the CQ id or the SRQ id, as `type` says.

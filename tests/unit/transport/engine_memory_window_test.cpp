@@ -35,8 +35,8 @@ uint32_t next_key(uint32_t rkey) {
   return (rkey & ~0xFFu) | ((rkey + 1) & 0xFFu);
 }
 
-SendWr bind_wr(uint64_t wr_id, const Window& w, uint32_t new_rkey, uint64_t offset,
-               uint64_t length, uint32_t access = kAccessRemoteWrite) {
+SendWr bind_wr(uint64_t wr_id, const Window& w, uint32_t new_rkey, uint64_t offset, uint64_t length,
+               uint32_t access = kAccessRemoteWrite) {
   SendWr b;
   b.wr_id = wr_id;
   b.opcode = WrOpcode::kBindMw;
@@ -79,8 +79,9 @@ Window bound_window(EngineHarness& h, QpPair& p, MwType type) {
 Wc write_through(EngineHarness& h, QpPair& p, uint32_t rkey, uint64_t offset, uint32_t len,
                  uint64_t wr_id) {
   for (uint32_t i = 0; i < len; ++i) p.a.buf[i] = static_cast<uint8_t>(i * 7 + wr_id);
-  EXPECT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, write_wr(wr_id, p.a, p.b.addr(offset), rkey, len))
-                  .is_ok());
+  EXPECT_TRUE(
+      p.a.engine->post_send(h.now(), p.a.qpn, write_wr(wr_id, p.a, p.b.addr(offset), rkey, len))
+          .is_ok());
   const std::vector<Wc> wcs = h.wait_wcs(0, p.a.send_cq, 1, 1s);
   return wcs.empty() ? Wc{.status = WcStatus::kGeneralErr} : wcs[0];
 }
@@ -186,9 +187,8 @@ TEST(EngineMemoryWindow, LocalOperationsCompleteInOrderAfterEarlierWrites) {
           .is_ok());
   ASSERT_TRUE(
       p.a.engine->post_send(h.now(), p.a.qpn, bind_wr(2, w, next_key(w.rkey), 0, 4096)).is_ok());
-  ASSERT_TRUE(
-      p.a.engine->post_send(h.now(), p.a.qpn, write_wr(3, p.a, p.b.addr(0), p.b.mr.rkey, 8))
-          .is_ok());
+  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, write_wr(3, p.a, p.b.addr(0), p.b.mr.rkey, 8))
+                  .is_ok());
   const std::vector<Wc> wcs = h.wait_wcs(0, p.a.send_cq, 3, 1s);
   ASSERT_EQ(wcs.size(), 3u);
   EXPECT_EQ(wcs[0].wr_id, 1u);
