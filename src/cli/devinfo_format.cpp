@@ -86,14 +86,14 @@ std::string guid_str(uint64_t guid) {
 
 void cap_flags(std::string& out, uint32_t flags) {
   static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
-      {1u << 0, "RESIZE_MAX_WR"},      {1u << 1, "BAD_PKEY_CNTR"},
-      {1u << 2, "BAD_QKEY_CNTR"},      {1u << 3, "RAW_MULTI"},
-      {1u << 4, "AUTO_PATH_MIG"},      {1u << 5, "CHANGE_PHY_PORT"},
-      {1u << 6, "UD_AV_PORT_ENFORCE"}, {1u << 7, "CURR_QP_STATE_MOD"},
-      {1u << 8, "SHUTDOWN_PORT"},      {1u << 9, "INIT_TYPE"},
-      {1u << 10, "PORT_ACTIVE_EVENT"}, {1u << 11, "SYS_IMAGE_GUID"},
-      {1u << 12, "RC_RNR_NAK_GEN"},    {1u << 13, "SRQ_RESIZE"},
-      {1u << 14, "N_NOTIFY_CQ"},       {1u << 17, "MEM_WINDOW"},
+      {1u << 0, "RESIZE_MAX_WR"},       {1u << 1, "BAD_PKEY_CNTR"},
+      {1u << 2, "BAD_QKEY_CNTR"},       {1u << 3, "RAW_MULTI"},
+      {1u << 4, "AUTO_PATH_MIG"},       {1u << 5, "CHANGE_PHY_PORT"},
+      {1u << 6, "UD_AV_PORT_ENFORCE"},  {1u << 7, "CURR_QP_STATE_MOD"},
+      {1u << 8, "SHUTDOWN_PORT"},       {1u << 9, "INIT_TYPE"},
+      {1u << 10, "PORT_ACTIVE_EVENT"},  {1u << 11, "SYS_IMAGE_GUID"},
+      {1u << 12, "RC_RNR_NAK_GEN"},     {1u << 13, "SRQ_RESIZE"},
+      {1u << 14, "N_NOTIFY_CQ"},        {1u << 17, "MEM_WINDOW"},
       {1u << 23, "MEM_WINDOW_TYPE_2A"}, {1u << 24, "MEM_WINDOW_TYPE_2B"},
   };
   uint32_t known = 0;
