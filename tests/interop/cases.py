@@ -144,14 +144,21 @@ def perftest_cases(mtus=(1024, 4096), sizes=(8, 65536), tests=None, loss=0, iter
 
 def imm_cases(loss=0):
     out = []
-    for op in ("send", "write"):
+    for op in ("send", "write", "mw"):
         for server in ("guest", "host"):
             port = next_port()
-            cmd = "imm_pingpong --op %s --port %d --iters 200 --size 5000" % (op, port)
-            guest = "imm_pingpong --dev %s --op %s --port %d --iters 200 --size 5000" % (GUEST_DEV, op, port)
+            # mw: WRITEs through a type 2 window the server binds, then SEND with Invalidate.
+            iters = 50 if op == "mw" else 200
+            cmd = "imm_pingpong --op %s --port %d --iters %d --size 5000" % (op, port, iters)
+            guest = "imm_pingpong --dev %s %s" % (GUEST_DEV, cmd[len("imm_pingpong "):])
             host = "$UROCE_INTEROP_TOOLS/imm_pingpong --dev %s %s" % (HOST_DEV, cmd[len("imm_pingpong "):])
-            name = "%s_with_imm-dropin-%s_server%s" % (op, server, "-loss%d" % loss if loss else "")
-            checks = [("server", r"^imm_pingpong: ok 200 "), ("client", r"^imm_pingpong: ok 200 ")]
+            if op == "mw":
+                name = "mw_write_send_inv-dropin-%s_server%s" % (server, "-loss%d" % loss if loss else "")
+                checks = [("server", r"^imm_pingpong: ok 50 RDMA WRITEs .* invalidated by SEND with Invalidate \(rkey"),
+                          ("client", r"^imm_pingpong: ok 50 RDMA WRITEs .*; the next WRITE: remote access error")]
+            else:
+                name = "%s_with_imm-dropin-%s_server%s" % (op, server, "-loss%d" % loss if loss else "")
+                checks = [("server", r"^imm_pingpong: ok 200 "), ("client", r"^imm_pingpong: ok 200 ")]
             out.append(Case(name, server, guest, host, True, port, checks,
                             timeout=120 if loss else 60, loss_percent=loss))
     return out
@@ -164,7 +171,7 @@ def matrix(subset=False):
                 + perftest_cases(mtus=(1024,), sizes=(65536,),
                                  tests=("ib_write_bw", "ib_read_bw", "ib_atomic_bw-fetch_and_add"))
                 + perftest_cases(mtus=(4096,), sizes=(8,), tests=("ib_send_lat",))
-                + imm_cases()[:2]
+                + imm_cases()[:2] + [c for c in imm_cases() if c.name.startswith("mw_")]
                 + [c for c in pingpong_cases(loss=5, only=("rc",))]
                 + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw",), loss=5, iters=200)
                 + kernel_tools.cases())

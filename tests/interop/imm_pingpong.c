@@ -4,7 +4,13 @@
  * interop matrix builds this against libibverbs and runs it on both sides: in the guest over
  * rxe, on the host over uroce's libibverbs.so.1.
  *
- *   imm_pingpong --dev D --op send|write --port P [--iters N] [--size S] [--mtu M] [SERVER]
+ * --op mw instead exercises a memory window across the two stacks: the server binds a type 2
+ * window over its buffer (whose MR has no remote rights of its own), the client RDMA WRITEs
+ * through the window's R_Key, then invalidates it with a SEND with Invalidate; the server's
+ * receive must say IBV_WC_WITH_INV with that key and its buffer must hold the last write; a
+ * further WRITE through the key must fail with IBV_WC_REM_ACCESS_ERR.
+ *
+ *   imm_pingpong --dev D --op send|write|mw --port P [--iters N] [--size S] [--mtu M] [SERVER]
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -59,6 +65,102 @@ static int tcp_exchange(const char *server, int port, const struct dest *mine, s
   return fd;
 }
 
+static struct ibv_wc wait_wc(struct ibv_cq *cq) {
+  struct ibv_wc wc;
+  int n;
+  while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+  }
+  if (n < 0) die("poll_cq");
+  return wc;
+}
+
+static void tcp_byte(int fd, char c) {
+  if (write(fd, &c, 1) != 1 || recv(fd, &c, 1, MSG_WAITALL) != 1) die("tcp sync");
+}
+
+/* --op mw, after both QPs reached RTS (see the header comment). */
+static int run_mw(int is_client, int rxe, int fd, struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *cq,
+                  struct ibv_mr *rmr, uint8_t *rbuf, struct ibv_mr *smr, uint8_t *sbuf, size_t size,
+                  int iters) {
+  struct dest window = {0};
+  if (!is_client) {
+    struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    if (!mw) die("ibv_alloc_mw");
+    struct ibv_send_wr bind = {.wr_id = 3, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+    bind.bind_mw.mw = mw;
+    bind.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+    bind.bind_mw.bind_info.mr = rmr;
+    bind.bind_mw.bind_info.addr = (uintptr_t)rbuf;
+    bind.bind_mw.bind_info.length = size;
+    bind.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_post_send(qp, &bind, &bad)) die("post BIND_MW");
+    struct ibv_wc wc = wait_wc(cq);
+    if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_BIND_MW) {
+      fprintf(stderr, "imm_pingpong: bind: status %s opcode %d\n", ibv_wc_status_str(wc.status), (int)wc.opcode);
+      return 1;
+    }
+    window.rkey = bind.bind_mw.rkey;
+    window.addr = (uintptr_t)rbuf;
+    if (write(fd, &window, sizeof window) != (ssize_t)sizeof window) die("send window");
+    wc = wait_wc(cq); /* the client's SEND with Invalidate */
+    /* rxe (Linux 6.1) copies the kernel's IB_WC_WITH_INVALIDATE (1 << 2) into the user CQE,
+     * where 1 << 2 means IBV_WC_IP_CSUM_OK; libibverbs' IBV_WC_WITH_INV is 1 << 3. Accept
+     * rxe's bit on rxe only. */
+    const unsigned inv_flag = IBV_WC_WITH_INV | (rxe ? IBV_WC_IP_CSUM_OK : 0);
+    if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || !(wc.wc_flags & inv_flag) ||
+        wc.invalidated_rkey != window.rkey) {
+      fprintf(stderr, "imm_pingpong: receive: status %s opcode %d flags 0x%x invalidated 0x%x (want 0x%x)\n",
+              ibv_wc_status_str(wc.status), (int)wc.opcode, (unsigned)wc.wc_flags, wc.invalidated_rkey, window.rkey);
+      return 1;
+    }
+    for (size_t j = 0; j < size; ++j)
+      if (rbuf[j] != pattern(iters - 1, 1, j)) {
+        fprintf(stderr, "imm_pingpong: window byte %zu is 0x%02x, want 0x%02x\n", j, rbuf[j], pattern(iters - 1, 1, j));
+        return 1;
+      }
+    tcp_byte(fd, 'i'); /* invalidated: the client tries once more */
+    tcp_byte(fd, 'd');
+    printf("imm_pingpong: ok %d RDMA WRITEs of %zu bytes through a type 2 window, invalidated by SEND with "
+           "Invalidate (rkey 0x%x)\n", iters, size, window.rkey);
+    return 0;
+  }
+  if (recv(fd, &window, sizeof window, MSG_WAITALL) != (ssize_t)sizeof window) die("read window");
+  struct ibv_sge sge = {.addr = (uintptr_t)sbuf, .length = (uint32_t)size, .lkey = smr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_SIGNALED}, *bad;
+  wr.wr.rdma.remote_addr = window.addr;
+  wr.wr.rdma.rkey = window.rkey;
+  for (int it = 0; it < iters; ++it) {
+    for (size_t j = 0; j < size; ++j) sbuf[j] = pattern(it, 1, j);
+    if (ibv_post_send(qp, &wr, &bad)) die("post WRITE");
+    struct ibv_wc wc = wait_wc(cq);
+    if (wc.status != IBV_WC_SUCCESS) {
+      fprintf(stderr, "imm_pingpong: write %d through the window: %s\n", it, ibv_wc_status_str(wc.status));
+      return 1;
+    }
+  }
+  struct ibv_send_wr inv = {.wr_id = 4, .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED,
+                            .invalidate_rkey = window.rkey};
+  if (ibv_post_send(qp, &inv, &bad)) die("post SEND_WITH_INV");
+  struct ibv_wc wc = wait_wc(cq);
+  if (wc.status != IBV_WC_SUCCESS) {
+    fprintf(stderr, "imm_pingpong: SEND with Invalidate: %s\n", ibv_wc_status_str(wc.status));
+    return 1;
+  }
+  tcp_byte(fd, 'w');
+  if (ibv_post_send(qp, &wr, &bad)) die("post WRITE after invalidation");
+  wc = wait_wc(cq);
+  if (wc.status != IBV_WC_REM_ACCESS_ERR) {
+    fprintf(stderr, "imm_pingpong: write after invalidation: %s, want remote access error\n",
+            ibv_wc_status_str(wc.status));
+    return 1;
+  }
+  tcp_byte(fd, 'd');
+  printf("imm_pingpong: ok %d RDMA WRITEs of %zu bytes through a type 2 window, invalidated by SEND with "
+         "Invalidate; the next WRITE: %s\n", iters, size, ibv_wc_status_str(wc.status));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *dev_name = NULL, *server = NULL, *op = "send";
   int port = 18515, iters = 100, mtu = 1024;
@@ -71,9 +173,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--mtu") && i + 1 < argc) mtu = atoi(argv[++i]);
     else if (argv[i][0] != '-') server = argv[i];
-    else die("usage: imm_pingpong --dev D --op send|write --port P [--iters N] [--size S] [--mtu M] [SERVER]");
+    else die("usage: imm_pingpong --dev D --op send|write|mw --port P [--iters N] [--size S] [--mtu M] [SERVER]");
   }
   const int write_op = !strcmp(op, "write");
+  const int mw_op = !strcmp(op, "mw");
   const int is_client = server != NULL;
 
   int num = 0;
@@ -86,7 +189,9 @@ int main(int argc, char **argv) {
   if (!ctx) die("ibv_open_device");
   struct ibv_pd *pd = ibv_alloc_pd(ctx);
   uint8_t *rbuf = calloc(1, size), *sbuf = calloc(1, size);
-  struct ibv_mr *rmr = ibv_reg_mr(pd, rbuf, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  /* --op mw: the receive buffer is reachable only through the window bound over it. */
+  struct ibv_mr *rmr = ibv_reg_mr(pd, rbuf, size,
+                                  IBV_ACCESS_LOCAL_WRITE | (mw_op ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
   struct ibv_mr *smr = ibv_reg_mr(pd, sbuf, size, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
   if (!pd || !rmr || !smr || !cq) die("pd/mr/cq");
@@ -137,6 +242,10 @@ int main(int argc, char **argv) {
   /* Both sides are in RTS before the first message: a one-byte TCP barrier. */
   char sync = 's';
   if (write(fd, &sync, 1) != 1 || recv(fd, &sync, 1, MSG_WAITALL) != 1) die("sync");
+  if (mw_op) {
+    const int rxe = !strncmp(ibv_get_device_name(dev), "rxe", 3);
+    return run_mw(is_client, rxe, fd, pd, qp, cq, rmr, rbuf, smr, sbuf, size, iters);
+  }
 
   struct ibv_wc early_recv;
   int have_recv = 0;
