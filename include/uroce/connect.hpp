@@ -26,15 +26,31 @@ struct ConnectOptions {
   uint32_t access =
       kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint32_t qkey = 0x11111111;  // UD
-  uint8_t traffic_class = 0;
+  uint8_t traffic_class = 0;   // the GRH traffic class: IP TOS byte (DSCP << 2 | ECN)
+  uint8_t sl = 0;              // the address vector's service level (ibv_ah_attr.sl)
+  // RC: loss recovery. Selective repeat is a uroce extension (kQpUroceRecovery) that only
+  // works when both ends set it, so turn it on only after the peer agreed out of band (as
+  // `uroce perf --recovery sr` does); go-back-N sets no extension bit at all.
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
 };
 
 // RC/UC: connects to `remote`; UD: ignores `remote` (address each WR with an AddressHandle).
 // `local_psn` is this side's first send PSN. Errors are those of QueuePair::modify.
+// The same as qp_to_init followed by qp_to_rts.
 Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
                   const ConnectOptions& options = {});
 
-// The address vector for sending to `remote_gid` from GID `options.sgid_index`.
+// The two halves of connect_qp, for an application that posts receives before it knows the
+// peer (a QP takes receives from INIT on; ibv_*_pingpong and perftest do so before their
+// exchange). RESET -> INIT: RC with options.access, UC with its write bits only (UC has no
+// READ or atomics, IBA 9.4.3, 9.4.5), UD with options.qkey.
+Status qp_to_init(QueuePair& qp, const ConnectOptions& options = {});
+// INIT -> RTR -> RTS towards `remote` (UD: only the states and the send PSN).
+Status qp_to_rts(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
+                 const ConnectOptions& options = {});
+
+// The address vector for sending to `remote_gid` from GID `options.sgid_index` (with
+// options.port_num, traffic_class and sl); ProtectionDomain::create_ah resolves its source.
 [[nodiscard]] AhAttr make_ah_attr(const Gid& remote_gid, const ConnectOptions& options = {});
 
 }  // namespace uroce

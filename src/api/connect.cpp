@@ -8,20 +8,19 @@ AhAttr make_ah_attr(const Gid& remote_gid, const ConnectOptions& options) {
   ah.sgid_index = options.sgid_index;
   ah.port_num = options.port_num;
   ah.traffic_class = options.traffic_class;
+  ah.sl = options.sl;
   ah.hop_limit = 64;
   ah.is_global = true;
   return ah;
 }
 
-Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
-                  const ConnectOptions& options) {
-  const bool ud = qp.type() == QpType::kUd;
+Status qp_to_init(QueuePair& qp, const ConnectOptions& options) {
   QpAttr a;
   a.qp_state = QpState::kInit;
   a.pkey_index = 0;
   a.port_num = options.port_num;
   uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
-  if (ud) {
+  if (qp.type() == QpType::kUd) {
     a.qkey = options.qkey;
     mask |= kQpQkey;
   } else {
@@ -31,13 +30,15 @@ Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
                             : options.access;
     mask |= kQpAccessFlags;
   }
-  Status st = qp.modify(a, mask);
-  if (!st) return st;
+  return qp.modify(a, mask);
+}
 
-  a = QpAttr{};
+Status qp_to_rts(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
+                 const ConnectOptions& options) {
+  QpAttr a;
   a.qp_state = QpState::kRtr;
-  mask = kQpState;
-  if (!ud) {
+  uint32_t mask = kQpState;
+  if (qp.type() != QpType::kUd) {
     a.path_mtu = options.path_mtu;
     a.dest_qp_num = remote.qpn;
     a.rq_psn = remote.psn;
@@ -47,9 +48,15 @@ Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
       a.max_dest_rd_atomic = options.max_dest_rd_atomic;
       a.min_rnr_timer = options.min_rnr_timer;
       mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+      // Go-back-N is the engine's default: leave the extension bit out, so the masks are
+      // those of any ibverbs application.
+      if (options.recovery != transport::Recovery::kGoBackN) {
+        a.recovery = options.recovery;
+        mask |= kQpUroceRecovery;
+      }
     }
   }
-  st = qp.modify(a, mask);
+  Status st = qp.modify(a, mask);
   if (!st) return st;
 
   a = QpAttr{};
@@ -64,6 +71,13 @@ Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
     mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
   }
   return qp.modify(a, mask);
+}
+
+Status connect_qp(QueuePair& qp, uint32_t local_psn, const QpEndpoint& remote,
+                  const ConnectOptions& options) {
+  Status st = qp_to_init(qp, options);
+  if (!st) return st;
+  return qp_to_rts(qp, local_psn, remote, options);
 }
 
 }  // namespace uroce

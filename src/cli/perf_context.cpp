@@ -25,16 +25,20 @@ transport::QpType qp_type_of(PerfConnection c) {
 // allows, at most 16 like mlx5.
 constexpr uint8_t kMaxRdAtomic = 16;
 
+// The buffer and the QPs allow every remote operation (a UC QP gets the write bits only, see
+// uroce::qp_to_init): the test decides which it uses.
+constexpr uint32_t kAccess = transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
+                             transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
+
 }  // namespace
 
 std::unique_ptr<PerfContext> PerfContext::create(std::unique_ptr<device::Device> dev,
                                                  const PerfSetup& setup, const GidChoice& gid,
                                                  std::string& error) {
-  std::unique_ptr<PerfContext> c(new PerfContext());
-  c->dev_ = std::move(dev);
+  std::unique_ptr<PerfContext> c(new PerfContext(Device(std::move(dev))));
   c->setup_ = setup;
   c->gid_ = gid;
-  device::Device& d = *c->dev_;
+  Device& d = c->dev_;
   const device::DeviceAttr attr = d.query_device();
 
   auto pd = d.alloc_pd();
@@ -42,54 +46,54 @@ std::unique_ptr<PerfContext> PerfContext::create(std::unique_ptr<device::Device>
     error = fmt::format("couldn't allocate PD: {}", pd.status().message());
     return nullptr;
   }
-  c->pd_ = pd.value();
+  c->pd_.emplace(std::move(pd.value()));
   if (setup.events) {
     auto ch = d.create_comp_channel();
     if (!ch) {
       error = fmt::format("couldn't create completion channel: {}", ch.status().message());
       return nullptr;
     }
-    c->channel_ = ch.value();
+    c->channel_.emplace(std::move(ch.value()));
   }
   const uint64_t cqe = static_cast<uint64_t>(setup.num_qps) *
                            static_cast<uint64_t>(setup.tx_depth + setup.rx_depth) +
                        16;
-  auto cq = d.create_cq(static_cast<uint32_t>(std::min<uint64_t>(cqe, attr.max_cqe)), c->channel_);
+  auto cq = d.create_cq(static_cast<uint32_t>(std::min<uint64_t>(cqe, attr.max_cqe)),
+                        c->channel_ ? &*c->channel_ : nullptr);
   if (!cq) {
     error = fmt::format("couldn't create CQ: {}", cq.status().message());
     return nullptr;
   }
-  c->cq_ = cq.value();
+  c->cq_.emplace(std::move(cq.value()));
 
   const uint64_t bytes = perf_region_size(setup) * static_cast<uint64_t>(setup.num_qps);
-  const uint32_t access = transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
-                          transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
-  c->buffer_ = RegisteredBuffer::create(d, *c->pd_, bytes, access, error);
+  c->buffer_ = RegisteredBuffer::create(*c->pd_, bytes, kAccess, error);
   if (!c->buffer_) return nullptr;
 
   const transport::QpType type = qp_type_of(setup.conn);
+  const ConnectOptions init_options = cli_connect_options(gid, kAccess);
   c->max_inline_ =
       static_cast<uint32_t>(std::clamp(setup.inline_size, 0, std::max(0, attr.max_inline_data)));
   for (int q = 0; q < setup.num_qps; ++q) {
     transport::QpInitAttr init;
     init.qp_type = type;
-    init.send_cq = *c->cq_;
-    init.recv_cq = *c->cq_;
+    init.send_cq = c->cq_->id();
+    init.recv_cq = c->cq_->id();
     init.cap.max_send_wr = static_cast<uint32_t>(setup.tx_depth) + 1;
     init.cap.max_recv_wr = static_cast<uint32_t>(setup.rx_depth) + 1;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = c->max_inline_;
     init.sq_sig_all = false;
-    auto qp = d.create_qp(*c->pd_, init);
+    auto qp = c->pd_->create_qp(init);
     if (!qp) {
       error = fmt::format("couldn't create QP: {}", qp.status().message());
       return nullptr;
     }
-    c->qpns_.push_back(qp->qpn);
-    c->max_inline_ = std::min(c->max_inline_, qp->cap.max_inline_data);
+    QueuePair& created = c->qps_.emplace_back(std::move(qp.value()));
+    c->max_inline_ = std::min(c->max_inline_, created.cap().max_inline_data);
     c->psns_.push_back(random_psn());
-    if (const auto st = qp_to_init(d, qp->qpn, type, gid.port, access); !st) {
+    if (const auto st = qp_to_init(created, init_options); !st) {
       error = fmt::format("failed to modify QP to INIT: {}", st.message());
       return nullptr;
     }
@@ -97,24 +101,13 @@ std::unique_ptr<PerfContext> PerfContext::create(std::unique_ptr<device::Device>
   return c;
 }
 
-PerfContext::~PerfContext() {
-  if (!dev_) return;
-  if (cq_ && unacked_events_ != 0)
-    dev_->ack_cq_events(*cq_, static_cast<uint32_t>(unacked_events_));
-  for (uint32_t qpn : qpns_) (void)dev_->destroy_qp(qpn);
-  buffer_.reset();
-  if (cq_) (void)dev_->destroy_cq(*cq_);
-  if (channel_) (void)dev_->destroy_comp_channel(*channel_);
-  if (pd_) (void)dev_->dealloc_pd(*pd_);
-}
-
 std::vector<PerfQpInfo> PerfContext::local_info() const {
   std::vector<PerfQpInfo> out;
   for (int q = 0; q < setup_.num_qps; ++q) {
     PerfQpInfo info;
-    info.qpn = qpns_[static_cast<size_t>(q)];
+    info.qpn = qpn(q);
     info.psn = psns_[static_cast<size_t>(q)];
-    info.rkey = buffer_->mr().rkey;
+    info.rkey = buffer_->mr().rkey();
     info.vaddr = buffer_->addr() + perf_slot_offset(setup_, q, 0);
     info.gid = gid_.gid;
     out.push_back(info);
@@ -124,49 +117,47 @@ std::vector<PerfQpInfo> PerfContext::local_info() const {
 
 bool PerfContext::connect(const std::vector<PerfQpInfo>& remote, std::string& error,
                           std::optional<uint8_t> rd_atomic_override, transport::Recovery recovery) {
-  if (remote.size() != qpns_.size()) {
-    error = fmt::format("the peer has {} QPs, we have {}", remote.size(), qpns_.size());
+  if (remote.size() != qps_.size()) {
+    error = fmt::format("the peer has {} QPs, we have {}", remote.size(), qps_.size());
     return false;
   }
   remote_ = remote;
-  const transport::QpType type = qp_type_of(setup_.conn);
   const auto mtu = mtu_from_bytes(setup_.mtu);
   const uint8_t rd_atomic = rd_atomic_override.value_or(
-      static_cast<uint8_t>(std::min<int>(kMaxRdAtomic, dev_->query_device().max_qp_init_rd_atom)));
-  for (size_t q = 0; q < qpns_.size(); ++q) {
-    ConnectParams p;
-    p.type = type;
-    p.port = gid_.port;
-    p.mtu = mtu.value_or(transport::Mtu::k1024);
-    p.sgid_index = gid_.index;
-    p.my_psn = psns_[q];
-    p.max_rd_atomic = rd_atomic;
-    p.traffic_class = traffic_class_;
-    p.recovery = recovery;
-    const PingpongDest dest{0, remote[q].qpn, remote[q].psn, remote[q].gid};
-    if (const auto st = qp_to_rts(*dev_, qpns_[q], p, dest); !st) {
-      error = fmt::format("failed to connect QP 0x{:06x} to RTR/RTS: {}", qpns_[q], st.message());
+      static_cast<uint8_t>(std::min<int>(kMaxRdAtomic, dev_.query_device().max_qp_init_rd_atom)));
+  ConnectOptions options = cli_connect_options(gid_, kAccess);
+  options.path_mtu = mtu.value_or(transport::Mtu::k1024);
+  options.max_rd_atomic = rd_atomic;
+  options.max_dest_rd_atomic = rd_atomic;
+  options.traffic_class = traffic_class_;
+  options.recovery = recovery;
+  for (size_t q = 0; q < qps_.size(); ++q) {
+    const QpEndpoint peer{remote[q].qpn, remote[q].psn, remote[q].gid};
+    if (const auto st = qp_to_rts(qps_[q], psns_[q], peer, options); !st) {
+      error = fmt::format("failed to connect QP 0x{:06x} to RTR/RTS: {}", qps_[q].qp_num(),
+                          st.message());
       return false;
     }
-    if (type == transport::QpType::kUd) {
-      auto ah = make_ah(*dev_, gid_.port, gid_.index, remote[q].gid, 0, traffic_class_);
+    if (qps_[q].type() == transport::QpType::kUd) {
+      auto ah = pd_->create_ah(make_ah_attr(remote[q].gid, options));
       if (!ah) {
         error = fmt::format("failed to create AH: {}", ah.status().message());
         return false;
       }
-      ahs_.push_back(ah.value());
+      ahs_.push_back(ah->attr());
     }
   }
   return true;
 }
 
 int PerfContext::qp_index(uint32_t qpn) const {
-  const auto it = std::find(qpns_.begin(), qpns_.end(), qpn);
-  return it == qpns_.end() ? -1 : static_cast<int>(it - qpns_.begin());
+  const auto it = std::find_if(qps_.begin(), qps_.end(),
+                               [qpn](const QueuePair& qp) { return qp.qp_num() == qpn; });
+  return it == qps_.end() ? -1 : static_cast<int>(it - qps_.begin());
 }
 
 int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
-  int n = dev_->poll_cq(*cq_, out);
+  int n = cq_->poll(out);
   if (n == 0 && !channel_) {
     // Busy polling, but let the device's progress thread run: on a host with fewer cores
     // than spinning threads it otherwise waits for a whole scheduler slice (milliseconds).
@@ -174,13 +165,12 @@ int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
     return 0;
   }
   if (n != 0 || !channel_) return n;
-  if (!dev_->req_notify_cq(*cq_, false)) return -1;
-  n = dev_->poll_cq(*cq_, out);  // a completion that raced with arming
+  if (!cq_->req_notify(false)) return -1;
+  n = cq_->poll(out);  // a completion that raced with arming
   if (n != 0) return n;
-  if (auto ev = dev_->get_cq_event(*channel_, max_wait); ev) {
-    dev_->ack_cq_events(ev.value(), 1);
-  }
-  return dev_->poll_cq(*cq_, out);
+  // The channel serves this one CQ, so the event is its.
+  if (auto ev = channel_->get_event(max_wait); ev) cq_->ack_events(1);
+  return cq_->poll(out);
 }
 
 transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length) {
@@ -188,7 +178,7 @@ transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length
   transport::RecvWr wr;
   wr.wr_id = k;
   wr.sg_list = std::span<const transport::Sge>(&sge, 1);
-  return dev_->post_recv(qpn(q), wr);
+  return qps_[static_cast<size_t>(q)].post_recv(wr);
 }
 
 transport::SendWr pingpong_wr(PerfContext& ctx, const transport::Sge& sge, uint64_t it, bool write,

@@ -21,7 +21,6 @@ class PerfContext {
   static std::unique_ptr<PerfContext> create(std::unique_ptr<device::Device> dev,
                                              const PerfSetup& setup, const GidChoice& gid,
                                              std::string& error);
-  ~PerfContext();
   PerfContext(const PerfContext&) = delete;
   PerfContext& operator=(const PerfContext&) = delete;
 
@@ -34,8 +33,9 @@ class PerfContext {
                              std::optional<uint8_t> rd_atomic = std::nullopt,
                              transport::Recovery recovery = transport::Recovery::kGoBackN);
 
-  [[nodiscard]] device::Device& dev() { return *dev_; }
-  [[nodiscard]] const device::Device& dev() const { return *dev_; }
+  // The device layer underneath, for the data path (posts by QPN, progress, telemetry).
+  [[nodiscard]] device::Device& dev() { return dev_.raw(); }
+  [[nodiscard]] const device::Device& dev() const { return dev_.raw(); }
   [[nodiscard]] const PerfSetup& setup() const { return setup_; }
   // Before connect(): the path MTU both sides agreed on (the smaller active MTU).
   void set_mtu(uint32_t bytes) { setup_.mtu = bytes; }
@@ -44,9 +44,9 @@ class PerfContext {
   void set_traffic_class(uint8_t tclass) { traffic_class_ = tclass; }
   [[nodiscard]] uint8_t traffic_class() const { return traffic_class_; }
   [[nodiscard]] const GidChoice& gid() const { return gid_; }
-  [[nodiscard]] uint32_t qpn(int q) const { return qpns_[static_cast<size_t>(q)]; }
+  [[nodiscard]] uint32_t qpn(int q) const { return qps_[static_cast<size_t>(q)].qp_num(); }
   [[nodiscard]] int qp_index(uint32_t qpn) const;  // -1 if not ours
-  [[nodiscard]] uint32_t lkey() const { return buffer_->mr().lkey; }
+  [[nodiscard]] uint32_t lkey() const { return buffer_->mr().lkey(); }
   [[nodiscard]] uint32_t max_inline() const { return max_inline_; }
   [[nodiscard]] const std::vector<PerfQpInfo>& remote() const { return remote_; }
   [[nodiscard]] const transport::AhAttr& ah(int q) const { return ahs_[static_cast<size_t>(q)]; }
@@ -65,22 +65,23 @@ class PerfContext {
   transport::Status post_recv_slot(int q, uint64_t k, uint32_t length);
 
  private:
-  PerfContext() = default;
+  explicit PerfContext(Device dev) : dev_(std::move(dev)) {}
 
-  std::unique_ptr<device::Device> dev_;
+  // Declared parents first, so children go first (QPs, then the MR, the CQ, its channel,
+  // the PD), as ibverbs wants them destroyed.
+  Device dev_;
   PerfSetup setup_;
   GidChoice gid_;
-  std::optional<transport::PdId> pd_;
-  std::optional<device::ChannelId> channel_;
-  std::optional<transport::CqId> cq_;
-  std::vector<uint32_t> qpns_;
-  std::vector<uint32_t> psns_;
+  std::optional<ProtectionDomain> pd_;
+  std::optional<CompletionChannel> channel_;
+  std::optional<CompletionQueue> cq_;
   std::unique_ptr<RegisteredBuffer> buffer_;
+  std::vector<QueuePair> qps_;
+  std::vector<uint32_t> psns_;
   std::vector<PerfQpInfo> remote_;
   std::vector<transport::AhAttr> ahs_;
   uint32_t max_inline_ = 0;
   uint8_t traffic_class_ = 0;
-  uint64_t unacked_events_ = 0;
 };
 
 // The one message of a ping-pong latency iteration (write_lat / send_lat), signaled and

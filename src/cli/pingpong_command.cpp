@@ -65,7 +65,7 @@ struct PingpongOptions {
 };
 
 struct Pingpong {
-  std::unique_ptr<device::Device> dev;
+  std::shared_ptr<device::Device> dev;
   QpType type = QpType::kRc;
   bool srq_mode = false;
   bool ud = false;
@@ -73,43 +73,35 @@ struct Pingpong {
   int rx_depth = 0;
   int num_qp = 1;
   GidChoice gid;
-  transport::PdId pd{};
-  std::optional<device::ChannelId> channel;
-  transport::CqId cq{};
-  std::optional<transport::SrqId> srq;
-  std::vector<uint32_t> qpns;
+  // Declared parents first, so children go first (QPs, the SRQ, the MR, the CQ, its
+  // channel, the PD), as ibverbs wants them destroyed.
+  std::optional<ProtectionDomain> pd;
+  std::optional<CompletionChannel> channel;
+  std::optional<CompletionQueue> cq;
   std::unique_ptr<RegisteredBuffer> buf;
+  std::optional<SharedReceiveQueue> srq;
+  std::vector<QueuePair> qps;
   transport::AhAttr ah;  // UD
   std::vector<PingpongDest> remote;
   uint32_t send_flags = transport::kSendSignaled;
 
-  ~Pingpong() {
-    if (!dev) return;
-    for (uint32_t q : qpns) (void)dev->destroy_qp(q);
-    if (srq) (void)dev->destroy_srq(*srq);
-    buf.reset();
-    (void)dev->destroy_cq(cq);
-    if (channel) (void)dev->destroy_comp_channel(*channel);
-    (void)dev->dealloc_pd(pd);
-  }
-
   [[nodiscard]] uint32_t recv_length() const { return ud ? size + kUdGrh : size; }
 
   int post_recv(int n) {
-    const Sge sge{buf->addr(), recv_length(), buf->mr().lkey};
+    const Sge sge{buf->addr(), recv_length(), buf->mr().lkey()};
     transport::RecvWr wr;
     wr.wr_id = kRecvWrid;
     wr.sg_list = std::span<const Sge>(&sge, 1);
     int i = 0;
     for (; i < n; ++i) {
-      const auto st = srq ? dev->post_srq_recv(*srq, wr) : dev->post_recv(qpns[0], wr);
+      const auto st = srq ? srq->post_recv(wr) : qps[0].post_recv(wr);
       if (!st) break;
     }
     return i;
   }
 
   transport::Status post_send(int qp_index) {
-    const Sge sge{buf->addr() + (ud ? kUdGrh : 0), size, buf->mr().lkey};
+    const Sge sge{buf->addr() + (ud ? kUdGrh : 0), size, buf->mr().lkey()};
     transport::SendWr wr;
     wr.wr_id = kSendWrid;
     wr.sg_list = std::span<const Sge>(&sge, 1);
@@ -120,17 +112,28 @@ struct Pingpong {
       wr.ud.remote_qpn = remote[0].qpn;
       wr.ud.remote_qkey = kPingpongQkey;
     }
-    return dev->post_send(qpns[static_cast<size_t>(qp_index)], wr);
+    return qps[static_cast<size_t>(qp_index)].post_send(wr);
   }
 
   int poll(std::span<Wc> out) {
-    int n = dev->poll_cq(cq, out);
+    int n = cq->poll(out);
     if (n != 0 || !channel) return n;
-    if (!dev->req_notify_cq(cq, false)) return -1;
-    n = dev->poll_cq(cq, out);
+    if (!cq->req_notify(false)) return -1;
+    n = cq->poll(out);
     if (n != 0) return n;
-    if (auto ev = dev->get_cq_event(*channel, kEventWait); ev) dev->ack_cq_events(ev.value(), 1);
-    return dev->poll_cq(cq, out);
+    // The channel serves this one CQ, so the event is its.
+    if (auto ev = channel->get_event(kEventWait); ev) cq->ack_events(1);
+    return cq->poll(out);
+  }
+
+  // What both halves of the connection use: the QPs take no remote access (SEND only).
+  [[nodiscard]] ConnectOptions connect_options(const PingpongOptions& o) const {
+    ConnectOptions c = cli_connect_options(gid, 0);
+    c.path_mtu = mtu_from_bytes(o.mtu).value_or(transport::Mtu::k1024);
+    c.max_rd_atomic = 1;
+    c.max_dest_rd_atomic = 1;
+    c.sl = static_cast<uint8_t>(o.sl);
+    return c;
   }
 };
 
@@ -140,61 +143,63 @@ int fail(const std::string& message) {
 }
 
 // Creates PD, channel, CQ, SRQ, QPs (moved to INIT) and the buffer, like pp_init_ctx.
-bool init_ctx(Pingpong& pp, bool events, std::string& error) {
-  device::Device& d = *pp.dev;
+bool init_ctx(Pingpong& pp, const PingpongOptions& o, std::string& error) {
+  Device d(pp.dev);
   auto pd = d.alloc_pd();
   if (!pd) {
     error = "Couldn't allocate PD";
     return false;
   }
-  pp.pd = pd.value();
-  if (events) {
+  pp.pd.emplace(std::move(pd.value()));
+  if (o.events) {
     auto ch = d.create_comp_channel();
     if (!ch) {
       error = "Couldn't create completion channel";
       return false;
     }
-    pp.channel = ch.value();
+    pp.channel.emplace(std::move(ch.value()));
   }
   const size_t bytes = pp.ud ? pp.size + kUdGrh : pp.size;
-  pp.buf = RegisteredBuffer::create(d, pp.pd, bytes, transport::kAccessLocalWrite, error);
+  pp.buf = RegisteredBuffer::create(*pp.pd, bytes, transport::kAccessLocalWrite, error);
   if (!pp.buf) return false;
   std::memset(pp.buf->data(), 0x7b, bytes);  // what the rdma-core examples send
-  auto cq = d.create_cq(static_cast<uint32_t>(pp.rx_depth + pp.num_qp), pp.channel);
+  auto cq = d.create_cq(static_cast<uint32_t>(pp.rx_depth + pp.num_qp),
+                        pp.channel ? &*pp.channel : nullptr);
   if (!cq) {
     error = "Couldn't create CQ";
     return false;
   }
-  pp.cq = cq.value();
+  pp.cq.emplace(std::move(cq.value()));
   if (pp.srq_mode) {
     transport::SrqInitAttr attr;
     attr.max_wr = static_cast<uint32_t>(pp.rx_depth);
     attr.max_sge = 1;
-    auto srq = d.create_srq(pp.pd, attr);
+    auto srq = pp.pd->create_srq(attr);
     if (!srq) {
       error = fmt::format("Couldn't create SRQ: {}", srq.status().message());
       return false;
     }
-    pp.srq = srq.value();
+    pp.srq.emplace(std::move(srq.value()));
   }
+  const ConnectOptions options = pp.connect_options(o);
   for (int i = 0; i < pp.num_qp; ++i) {
     transport::QpInitAttr init;
     init.qp_type = pp.type;
-    init.send_cq = pp.cq;
-    init.recv_cq = pp.cq;
-    init.srq = pp.srq;
+    init.send_cq = pp.cq->id();
+    init.recv_cq = pp.cq->id();
+    if (pp.srq) init.srq = pp.srq->id();
     init.cap.max_send_wr = 1;
     init.cap.max_recv_wr = pp.srq ? 0 : static_cast<uint32_t>(pp.rx_depth);
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
-    auto qp = d.create_qp(pp.pd, init);
+    auto qp = pp.pd->create_qp(init);
     if (!qp) {
       error = fmt::format("Couldn't create QP: {}", qp.status().message());
       return false;
     }
-    pp.qpns.push_back(qp->qpn);
-    if (qp->cap.max_inline_data >= pp.size) pp.send_flags |= transport::kSendInline;
-    if (const auto st = qp_to_init(d, qp->qpn, pp.type, pp.gid.port, 0); !st) {
+    QueuePair& created = pp.qps.emplace_back(std::move(qp.value()));
+    if (created.cap().max_inline_data >= pp.size) pp.send_flags |= transport::kSendInline;
+    if (const auto st = qp_to_init(created, options); !st) {
       error = fmt::format("Failed to modify QP to INIT: {}", st.message());
       return false;
     }
@@ -261,31 +266,23 @@ bool connect_ctx(Pingpong& pp, const PingpongOptions& o, uint32_t my_psn_base,
     error = why;
     return false;
   }
-  const auto mtu = mtu_from_bytes(o.mtu);
-  for (size_t i = 0; i < pp.qpns.size(); ++i) {
-    ConnectParams p;
-    p.type = pp.type;
-    p.port = pp.gid.port;
-    p.mtu = mtu.value_or(transport::Mtu::k1024);
-    p.sgid_index = pp.gid.index;
-    p.my_psn = my[i].psn;
-    p.max_rd_atomic = 1;
-    p.sl = static_cast<uint8_t>(o.sl);
+  const ConnectOptions options = pp.connect_options(o);
+  for (size_t i = 0; i < pp.qps.size(); ++i) {
     // srq_pingpong addresses every QP with the first message's GID.
-    const PingpongDest dest{rem[i].lid, rem[i].qpn, rem[i].psn, rem[0].gid};
-    if (const auto st = qp_to_rts(*pp.dev, pp.qpns[i], p, dest); !st) {
+    const QpEndpoint peer{rem[i].qpn, rem[i].psn, rem[0].gid};
+    if (const auto st = qp_to_rts(pp.qps[i], my[i].psn, peer, options); !st) {
       error = fmt::format("Failed to modify QP to RTR/RTS: {}", st.message());
       return false;
     }
   }
   (void)my_psn_base;
   if (pp.ud) {
-    auto ah = make_ah(*pp.dev, pp.gid.port, pp.gid.index, rem[0].gid, static_cast<uint8_t>(o.sl));
+    auto ah = pp.pd->create_ah(make_ah_attr(rem[0].gid, options));
     if (!ah) {
       error = fmt::format("Failed to create AH: {}", ah.status().message());
       return false;
     }
-    pp.ah = ah.value();
+    pp.ah = ah->attr();
   }
   pp.remote = rem;
   return true;
@@ -333,14 +330,16 @@ int run_pingpong(PingpongOptions& o) {
   std::string mtu_note;
   o.mtu = clamp_path_mtu(*pp.dev, pp.gid.port, o.mtu, std::nullopt, &mtu_note);
   if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kCommand, mtu_note);
-  if (!init_ctx(pp, o.events, error)) return fail(error);
+  if (!init_ctx(pp, o, error)) return fail(error);
   const int routs_initial = pp.post_recv(pp.rx_depth);
   if (routs_initial < pp.rx_depth)
     return fail(fmt::format("Couldn't post receive ({})", routs_initial));
   int routs = routs_initial;
 
   std::vector<PingpongDest> my;
-  for (uint32_t qpn : pp.qpns) my.push_back(PingpongDest{0, qpn, random_psn(), pp.gid.gid});
+  for (const QueuePair& qp : pp.qps) {
+    my.push_back(PingpongDest{0, qp.qp_num(), random_psn(), pp.gid.gid});
+  }
   for (const PingpongDest& d : my) fmt::print("{}\n", format_address_line("local", d));
   std::fflush(stdout);
 
@@ -382,7 +381,7 @@ int run_pingpong(PingpongOptions& o) {
                                          [](uint64_t p) { return (p & kSendWrid) != 0; });
         return fail(fmt::format(
             "no completion for {} s after {} receives and {} sends: {}", kStallLimit.count(), rcnt,
-            scnt, stall_reason(*pp.dev, pp.qpns[0], pp.remote[0].gid, sending, o.mtu)));
+            scnt, stall_reason(*pp.dev, pp.qps[0].qp_num(), pp.remote[0].gid, sending, o.mtu)));
       }
       continue;
     }
@@ -393,9 +392,10 @@ int run_pingpong(PingpongOptions& o) {
         return fail(fmt::format("Failed status {} ({}) for wr_id {}", wc_status_str(wc.status),
                                 static_cast<int>(wc.status), static_cast<int>(wc.wr_id)));
       }
-      const auto it = std::find(pp.qpns.begin(), pp.qpns.end(), wc.qp_num);
-      if (it == pp.qpns.end()) return fail(fmt::format("Couldn't find QPN {:06x}", wc.qp_num));
-      const size_t qi = static_cast<size_t>(it - pp.qpns.begin());
+      const auto it = std::find_if(pp.qps.begin(), pp.qps.end(),
+                                   [&](const QueuePair& qp) { return qp.qp_num() == wc.qp_num; });
+      if (it == pp.qps.end()) return fail(fmt::format("Couldn't find QPN {:06x}", wc.qp_num));
+      const size_t qi = static_cast<size_t>(it - pp.qps.begin());
       if (wc.wr_id == kSendWrid) {
         ++scnt;
       } else if (wc.wr_id == kRecvWrid) {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -87,107 +88,40 @@ std::optional<GidChoice> choose_gid(const device::Device& dev, std::optional<int
   return found;
 }
 
-std::unique_ptr<RegisteredBuffer> RegisteredBuffer::create(device::Device& dev, transport::PdId pd,
-                                                           size_t bytes, uint32_t access,
-                                                           std::string& error) {
-  std::unique_ptr<RegisteredBuffer> b(new RegisteredBuffer());
+std::unique_ptr<RegisteredBuffer> RegisteredBuffer::create(ProtectionDomain& pd, size_t bytes,
+                                                           uint32_t access, std::string& error) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + kPageSize - 1) / kPageSize * kPageSize;
-  b->data_ = static_cast<uint8_t*>(std::aligned_alloc(kPageSize, rounded));
-  if (b->data_ == nullptr) {
+  std::unique_ptr<uint8_t, Free> data(
+      static_cast<uint8_t*>(std::aligned_alloc(kPageSize, rounded)));
+  if (!data) {
     error = fmt::format("couldn't allocate {} bytes", rounded);
     return nullptr;
   }
-  std::memset(b->data_, 0, rounded);
-  b->size_ = rounded;
-  auto mr = dev.reg_mr(pd, b->data_, rounded, access);
+  std::memset(data.get(), 0, rounded);
+  auto mr = pd.reg_mr(data.get(), rounded, access);
   if (!mr) {
     error = fmt::format("couldn't register MR: {}", mr.status().message());
     return nullptr;
   }
-  b->mr_ = mr.value();
-  b->dev_ = &dev;
-  return b;
+  return std::unique_ptr<RegisteredBuffer>(
+      new RegisteredBuffer(std::move(data), rounded, std::move(mr.value())));
 }
 
-RegisteredBuffer::~RegisteredBuffer() {
-  if (dev_ != nullptr) (void)dev_->dereg_mr(mr_.lkey);
-  std::free(data_);
+void RegisteredBuffer::Free::operator()(uint8_t* p) const {
+  std::free(p);
 }
 
-transport::Status qp_to_init(device::Device& dev, uint32_t qpn, transport::QpType type,
-                             uint8_t port, uint32_t access) {
-  transport::QpAttr attr;
-  attr.qp_state = transport::QpState::kInit;
-  attr.pkey_index = 0;
-  attr.port_num = port;
-  uint32_t mask = transport::kQpState | transport::kQpPkeyIndex | transport::kQpPort;
-  if (type == transport::QpType::kUd) {
-    attr.qkey = kPingpongQkey;
-    mask |= transport::kQpQkey;
-  } else {
-    attr.qp_access_flags = access;
-    mask |= transport::kQpAccessFlags;
-  }
-  return dev.modify_qp(qpn, attr, mask);
-}
-
-transport::Status qp_to_rts(device::Device& dev, uint32_t qpn, const ConnectParams& params,
-                            const PingpongDest& dest) {
-  using transport::QpType;
-  transport::QpAttr attr;
-  attr.qp_state = transport::QpState::kRtr;
-  uint32_t mask = transport::kQpState;
-  if (params.type != QpType::kUd) {
-    attr.path_mtu = params.mtu;
-    attr.dest_qp_num = dest.qpn;
-    attr.rq_psn = dest.psn;
-    attr.ah_attr.dgid = dest.gid;
-    attr.ah_attr.sgid_index = static_cast<uint8_t>(params.sgid_index);
-    attr.ah_attr.hop_limit = 64;
-    attr.ah_attr.sl = params.sl;
-    attr.ah_attr.traffic_class = params.traffic_class;
-    attr.ah_attr.port_num = params.port;
-    attr.ah_attr.is_global = true;
-    mask |= transport::kQpAv | transport::kQpPathMtu | transport::kQpDestQpn | transport::kQpRqPsn;
-    if (params.type == QpType::kRc) {
-      attr.max_dest_rd_atomic = params.max_rd_atomic;
-      attr.min_rnr_timer = 12;
-      mask |= transport::kQpMaxDestRdAtomic | transport::kQpMinRnrTimer;
-      if (params.recovery != transport::Recovery::kGoBackN) {
-        attr.recovery = params.recovery;
-        mask |= transport::kQpUroceRecovery;
-      }
-    }
-  }
-  if (auto st = dev.modify_qp(qpn, attr, mask); !st) return st;
-
-  attr.qp_state = transport::QpState::kRts;
-  attr.sq_psn = params.my_psn;
-  mask = transport::kQpState | transport::kQpSqPsn;
-  if (params.type == QpType::kRc) {
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.max_rd_atomic = params.max_rd_atomic;
-    mask |= transport::kQpTimeout | transport::kQpRetryCnt | transport::kQpRnrRetry |
-            transport::kQpMaxQpRdAtomic;
-  }
-  return dev.modify_qp(qpn, attr, mask);
-}
-
-transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
-                                             uint32_t sgid_index, const device::Gid& dgid,
-                                             uint8_t sl, uint8_t traffic_class) {
-  transport::AhAttr ah;
-  ah.traffic_class = traffic_class;
-  ah.dgid = dgid;
-  ah.sgid_index = static_cast<uint8_t>(sgid_index);
-  ah.port_num = port;
-  ah.hop_limit = 64;
-  ah.sl = sl;
-  ah.is_global = true;
-  if (auto st = dev.resolve_av(ah); !st) return st;
-  return ah;
+ConnectOptions cli_connect_options(const GidChoice& gid, uint32_t access) {
+  ConnectOptions o;
+  o.port_num = gid.port;
+  o.sgid_index = static_cast<uint8_t>(gid.index);
+  o.access = access;
+  o.qkey = kPingpongQkey;
+  o.timeout = 14;
+  o.retry_cnt = 7;
+  o.rnr_retry = 7;
+  o.min_rnr_timer = 12;
+  return o;
 }
 
 uint32_t ud_max_message(const device::Device& dev) {

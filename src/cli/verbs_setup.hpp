@@ -1,7 +1,8 @@
 // What `uroce pingpong` and `uroce perf` share on the RDMA side: opening the UDP device by
 // name, picking the GID (so the source address) to use, a page-aligned registered buffer,
-// and the QP state transitions RESET -> INIT -> RTR -> RTS with the attribute masks that
-// rdma-core's examples and perftest use (docs/rxe-facts.md §1 lists what each one requires).
+// and the connection attributes rdma-core's examples and perftest use. The QP transitions
+// and address vectors themselves are the public API's (uroce/connect.hpp), so the commands
+// exercise the code applications use.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@
 #include "net/cc_env.hpp"
 #include "net/ip_addr.hpp"
 #include "net/netdev.hpp"
+#include "uroce/connect.hpp"
+#include "uroce/verbs.hpp"
 
 namespace uroce::cli {
 
@@ -53,54 +56,34 @@ struct GidChoice {
 // Zeroed, page-aligned memory registered with `access` for the lifetime of the object.
 class RegisteredBuffer {
  public:
-  static std::unique_ptr<RegisteredBuffer> create(device::Device& dev, transport::PdId pd,
-                                                  size_t bytes, uint32_t access,
-                                                  std::string& error);
-  ~RegisteredBuffer();
-  RegisteredBuffer(const RegisteredBuffer&) = delete;
-  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  static std::unique_ptr<RegisteredBuffer> create(ProtectionDomain& pd, size_t bytes,
+                                                  uint32_t access, std::string& error);
 
-  [[nodiscard]] uint8_t* data() const { return data_; }
+  [[nodiscard]] uint8_t* data() const { return data_.get(); }
   [[nodiscard]] size_t size() const { return size_; }
-  [[nodiscard]] uint64_t addr() const { return reinterpret_cast<uint64_t>(data_); }
-  [[nodiscard]] const transport::MrInfo& mr() const { return mr_; }
+  [[nodiscard]] uint64_t addr() const { return reinterpret_cast<uint64_t>(data_.get()); }
+  [[nodiscard]] const MemoryRegion& mr() const { return mr_; }
   [[nodiscard]] std::span<uint8_t> span(size_t offset, size_t length) const {
-    return {data_ + offset, length};
+    return {data_.get() + offset, length};
   }
 
  private:
-  RegisteredBuffer() = default;
-  device::Device* dev_ = nullptr;
-  uint8_t* data_ = nullptr;
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  RegisteredBuffer(std::unique_ptr<uint8_t, Free> data, size_t size, MemoryRegion mr)
+      : data_(std::move(data)), size_(size), mr_(std::move(mr)) {}
+  // The memory is declared before the MR so the MR is deregistered before it is freed.
+  std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0;
-  transport::MrInfo mr_;
+  MemoryRegion mr_;
 };
 
-struct ConnectParams {
-  transport::QpType type = transport::QpType::kRc;
-  uint8_t port = 1;
-  transport::Mtu mtu = transport::Mtu::k1024;
-  uint32_t sgid_index = 0;
-  uint32_t my_psn = 0;
-  uint8_t max_rd_atomic = 1;  // RC: initiator depth and responder resources
-  uint8_t sl = 0;
-  uint8_t traffic_class = 0;  // the GRH traffic class: IP TOS byte (DSCP << 2 | ECN)
-  // RC: QpAttr::recovery at INIT -> RTR; selective repeat only when the peer agreed to it.
-  transport::Recovery recovery = transport::Recovery::kGoBackN;
-};
-
-// RESET -> INIT: RC/UC with remote write/read/atomic access, UD with kPingpongQkey.
-[[nodiscard]] transport::Status qp_to_init(device::Device& dev, uint32_t qpn,
-                                           transport::QpType type, uint8_t port, uint32_t access);
-// INIT -> RTR -> RTS towards `dest` (UD needs no remote: only the state and SQ PSN).
-[[nodiscard]] transport::Status qp_to_rts(device::Device& dev, uint32_t qpn,
-                                          const ConnectParams& params, const PingpongDest& dest);
-
-// An address vector to `dgid` from our GID `sgid_index` (resolved by the device), for UD.
-[[nodiscard]] transport::Result<transport::AhAttr> make_ah(const device::Device& dev, uint8_t port,
-                                                           uint32_t sgid_index,
-                                                           const device::Gid& dgid, uint8_t sl = 0,
-                                                           uint8_t traffic_class = 0);
+// The attributes both commands connect with, from our GID `gid` (port, source GID index):
+// RC/UC `access` at INIT, UD kPingpongQkey, and rdma-core's pp_connect_ctx timers (timeout
+// 14, 7 retries, infinite RNR retries, RNR timer 12). Each command adds its path MTU,
+// READ/atomic depth, service level, traffic class and loss recovery.
+[[nodiscard]] ConnectOptions cli_connect_options(const GidChoice& gid, uint32_t access);
 
 // The largest UD message the device sends: the smallest active MTU of its ports (the device
 // has one engine-wide UD MTU, so lo's 4096 does not help while eth0 carries 1024).
