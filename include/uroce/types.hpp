@@ -26,6 +26,7 @@ using transport::QpCap;
 using transport::QpInitAttr;
 using transport::QpState;
 using transport::QpType;
+using transport::Recovery;
 using transport::RecvWr;
 using transport::Result;
 using transport::SendWr;

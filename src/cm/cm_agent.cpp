@@ -115,6 +115,21 @@ void CmAgent::send_conn(Conn& c, const MadHeader& h, const CmMessage& m, Nanos p
   c.deadline = now + period;
 }
 
+template <typename M>
+void CmAgent::send_ids(const Conn& c, CmId id) {
+  M m;
+  m.local_comm_id = id;
+  m.remote_comm_id = c.remote_id;
+  MadHeader h;
+  h.tid = c.tid;
+  send(c.peer, h, m);
+}
+
+Nanos CmAgent::request_period(const Req& req) const {
+  // cm.c: the peer's response time plus a round trip.
+  return cm_timeout(req.remote_cm_response_timeout) + 2 * cm_timeout(config_.packet_life_time);
+}
+
 void CmAgent::reply_rej(const Gid& to, uint64_t tid, uint32_t local_id, uint32_t remote_id,
                         CmMsgResponse what, RejReason reason, std::span<const uint8_t> ari,
                         std::span<const uint8_t> private_data) {
@@ -171,10 +186,7 @@ CmId CmAgent::connect(TimePoint now, const Gid& peer, Req req) {
   c.tid = new_tid(id);
   MadHeader h;
   h.tid = c.tid;
-  // cm.c: the peer's response time plus a round trip.
-  const Nanos period =
-      cm_timeout(req.remote_cm_response_timeout) + 2 * cm_timeout(config_.packet_life_time);
-  send_conn(c, h, req, period, req.max_cm_retries, now);
+  send_conn(c, h, req, request_period(req), req.max_cm_retries, now);
   return id;
 }
 
@@ -211,12 +223,7 @@ Status CmAgent::establish(TimePoint /*now*/, CmId id) {
   if (c == nullptr || c->state != CmState::kRepRcvd) {
     return Status(EINVAL, "establish: no REP received on this ID");
   }
-  Rtu rtu;
-  rtu.local_comm_id = id;
-  rtu.remote_comm_id = c->remote_id;
-  MadHeader h;
-  h.tid = c->tid;
-  send(c->peer, h, rtu);
+  send_ids<Rtu>(*c, id);
   c->state = CmState::kEstablished;
   return Status::ok();
 }
@@ -244,18 +251,11 @@ Status CmAgent::disconnect(TimePoint now, CmId id) {
     MadHeader h;
     h.tid = c->tid;
     c->state = CmState::kDreqSent;
-    const Nanos period =
-        cm_timeout(c->req.remote_cm_response_timeout) + 2 * cm_timeout(config_.packet_life_time);
-    send_conn(*c, h, d, period, c->req.max_cm_retries, now);
+    send_conn(*c, h, d, request_period(c->req), c->req.max_cm_retries, now);
     return Status::ok();
   }
   if (c->state == CmState::kDreqRcvd) {
-    Drep d;
-    d.local_comm_id = id;
-    d.remote_comm_id = c->remote_id;
-    MadHeader h;
-    h.tid = c->tid;
-    send(c->peer, h, d);
+    send_ids<Drep>(*c, id);
     c->last = out_.back().bytes;  // a repeated DREQ in time-wait gets it again
     enter_timewait(*c, now);
     return Status::ok();
@@ -373,12 +373,7 @@ void CmAgent::on_rep(TimePoint /*now*/, const Gid& from, const MadHeader& h, con
   }
   if (c->state == CmState::kEstablished && m.local_comm_id == c->remote_id) {
     // Our RTU was lost: the peer resends its REP (cm_dup_rep_handler).
-    Rtu rtu;
-    rtu.local_comm_id = m.remote_comm_id;
-    rtu.remote_comm_id = c->remote_id;
-    MadHeader rh;
-    rh.tid = c->tid;
-    send(c->peer, rh, rtu);
+    send_ids<Rtu>(*c, m.remote_comm_id);
     return;
   }
   if (c->state != CmState::kReqSent && c->state != CmState::kMraReqRcvd) return;
@@ -463,12 +458,7 @@ void CmAgent::on_dreq(TimePoint now, const Gid& from, const MadHeader& h, const 
       break;
     case CmState::kDreqSent: {
       // Both sides disconnected at once: answer and wait.
-      Drep d;
-      d.local_comm_id = m.remote_comm_id;
-      d.remote_comm_id = c->remote_id;
-      MadHeader rh;
-      rh.tid = h.tid;
-      send(c->peer, rh, d);
+      send_ids<Drep>(*c, m.remote_comm_id);
       c->last = out_.back().bytes;
       enter_timewait(*c, now);
       event(CmEventType::kDisconnected, m.remote_comm_id, *c);

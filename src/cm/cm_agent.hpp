@@ -149,6 +149,10 @@ class CmAgent {
   void send(const Gid& to, const MadHeader& h, const CmMessage& m);
   void send_conn(Conn& c, const MadHeader& h, const CmMessage& m, Nanos period, int retries,
                  TimePoint now);
+  // An RTU or DREP: the two comm IDs, the connection's TID.
+  template <typename M>
+  void send_ids(const Conn& c, CmId id);
+  [[nodiscard]] Nanos request_period(const Req& req) const;
   void reply_rej(const Gid& to, uint64_t tid, uint32_t local_id, uint32_t remote_id,
                  CmMsgResponse what, RejReason reason, std::span<const uint8_t> ari = {},
                  std::span<const uint8_t> private_data = {});

@@ -103,6 +103,21 @@ Rep reply(uint32_t qpn = 0x222) {
   return r;
 }
 
+// Brings a connection up (A active, B passive listening on kService) and clears the events.
+std::pair<CmId, CmId> establish_pair(Wire& w, uint32_t a_qpn, uint32_t b_qpn) {
+  EXPECT_TRUE(w.b.listen(kService, 1).is_ok());
+  const CmId a_id = w.a.connect(w.now, w.gb, request(a_qpn));
+  w.pump();
+  const CmId b_id = w.events(w.b).at(0).id;
+  EXPECT_TRUE(w.b.accept(w.now, b_id, reply(b_qpn)).is_ok());
+  w.pump();
+  EXPECT_TRUE(w.a.establish(w.now, a_id).is_ok());
+  w.pump();
+  (void)w.events(w.a);
+  (void)w.events(w.b);
+  return {a_id, b_id};
+}
+
 TEST(CmAgent, ConnectAcceptEstablishAndDisconnect) {
   Wire w;
   ASSERT_TRUE(w.b.listen(kService, 77).is_ok());
@@ -249,16 +264,10 @@ TEST(CmAgent, RetriesRunOutAsUnreachable) {
 
 TEST(CmAgent, LostRtuIsAnsweredByTheRepResendOrByData) {
   Wire w;
-  ASSERT_TRUE(w.b.listen(kService, 1).is_ok());
   bool drop_rtu = true;
   w.fate = [&](const OutMad&, AttrId attr) { return attr == AttrId::kRtu && drop_rtu ? 0 : 1; };
-  const CmId a_id = w.a.connect(w.now, w.gb, request());
-  w.pump();
-  const CmId b_id = w.events(w.b).at(0).id;
-  ASSERT_TRUE(w.b.accept(w.now, b_id, reply()).is_ok());
-  w.pump();
-  ASSERT_TRUE(w.a.establish(w.now, a_id).is_ok());
-  w.pump();
+  const auto [a_id, b_id] = establish_pair(w, 0x111, 0x222);
+  EXPECT_EQ(w.a.state(a_id), CmState::kEstablished);
   EXPECT_EQ(w.b.state(b_id), CmState::kRepSent);
   drop_rtu = false;
   // B's REP comes again after conv(20); A, established, answers it with the RTU.
@@ -269,15 +278,8 @@ TEST(CmAgent, LostRtuIsAnsweredByTheRepResendOrByData) {
 
   // The other way out: data before the RTU (COMM_EST).
   Wire v;
-  ASSERT_TRUE(v.b.listen(kService, 1).is_ok());
   v.fate = [](const OutMad&, AttrId attr) { return attr == AttrId::kRtu ? 0 : 1; };
-  const CmId va = v.a.connect(v.now, v.gb, request());
-  v.pump();
-  const CmId vb = v.events(v.b).at(0).id;
-  ASSERT_TRUE(v.b.accept(v.now, vb, reply()).is_ok());
-  v.pump();
-  ASSERT_TRUE(v.a.establish(v.now, va).is_ok());
-  v.pump();
+  const CmId vb = establish_pair(v, 0x111, 0x222).second;
   ASSERT_TRUE(v.b.notify_established(vb).is_ok());
   EXPECT_EQ(v.b.state(vb), CmState::kEstablished);
   EXPECT_EQ(v.b.next_deadline(), kNever) << "no REP resend once established";
@@ -286,16 +288,7 @@ TEST(CmAgent, LostRtuIsAnsweredByTheRepResendOrByData) {
 
 TEST(CmAgent, DreqRulesWrongQpnIgnoredUnknownAnsweredLostDrepResent) {
   Wire w;
-  ASSERT_TRUE(w.b.listen(kService, 1).is_ok());
-  const CmId a_id = w.a.connect(w.now, w.gb, request(0x111));
-  w.pump();
-  const CmId b_id = w.events(w.b).at(0).id;
-  ASSERT_TRUE(w.b.accept(w.now, b_id, reply(0x222)).is_ok());
-  w.pump();
-  ASSERT_TRUE(w.a.establish(w.now, a_id).is_ok());
-  w.pump();
-  (void)w.events(w.a);
-  (void)w.events(w.b);
+  const auto [a_id, b_id] = establish_pair(w, 0x111, 0x222);
 
   // A DREQ naming another QPN than B's: ignored, no DREP.
   MadHeader h;

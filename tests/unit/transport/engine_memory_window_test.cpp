@@ -57,6 +57,16 @@ SendWr write_wr(uint64_t wr_id, const Endpoint& src, uint64_t va, uint32_t rkey,
   return w;
 }
 
+// LOCAL_INV or SEND_WITH_INV of `rkey`, signaled.
+SendWr invalidate(uint64_t wr_id, WrOpcode op, uint32_t rkey) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = op;
+  w.send_flags = kSendSignaled;
+  w.invalidate_rkey = rkey;
+  return w;
+}
+
 // Binds B's window (type `type`) to [4096, 4096 + 1024) of B's buffer for remote write,
 // and checks the bind's completion.
 Window bound_window(EngineHarness& h, QpPair& p, MwType type) {
@@ -123,12 +133,8 @@ TEST(EngineMemoryWindow, Type2LocalInvalidateRevokesTheKey) {
   QpPair p = h.connect({});
   const Window w = bound_window(h, p, MwType::kType2);
   ASSERT_EQ(write_through(h, p, w.rkey, 4096, 1024, 1).status, WcStatus::kSuccess);
-  SendWr inv;
-  inv.wr_id = 9;
-  inv.opcode = WrOpcode::kLocalInv;
-  inv.send_flags = kSendSignaled;
-  inv.invalidate_rkey = w.rkey;
-  ASSERT_TRUE(p.b.engine->post_send(h.now(), p.b.qpn, inv).is_ok());
+  ASSERT_TRUE(
+      p.b.engine->post_send(h.now(), p.b.qpn, invalidate(9, WrOpcode::kLocalInv, w.rkey)).is_ok());
   const std::vector<Wc> b_wcs = h.wait_wcs(1, p.b.send_cq, 1, 10ms);
   ASSERT_EQ(b_wcs.size(), 1u);
   EXPECT_EQ(b_wcs[0].status, WcStatus::kSuccess);
@@ -141,12 +147,8 @@ TEST(EngineMemoryWindow, SendWithInvalidateFreesTheWindowAndSaysSoInTheReceive) 
   QpPair p = h.connect({});
   const Window w = bound_window(h, p, MwType::kType2);
   ASSERT_TRUE(p.b.engine->post_recv(p.b.qpn, RecvWr{55, {}}).is_ok());
-  SendWr s;
-  s.wr_id = 3;
-  s.opcode = WrOpcode::kSendWithInv;
-  s.send_flags = kSendSignaled;
-  s.invalidate_rkey = w.rkey;
-  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, s).is_ok());
+  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, invalidate(3, WrOpcode::kSendWithInv, w.rkey))
+                  .is_ok());
   const std::vector<Wc> sent = h.wait_wcs(0, p.a.send_cq, 1, 10ms);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].status, WcStatus::kSuccess);
@@ -163,11 +165,9 @@ TEST(EngineMemoryWindow, SendWithInvalidateOfAnMrKeyIsRefused) {
   EngineHarness h;
   QpPair p = h.connect({});
   ASSERT_TRUE(p.b.engine->post_recv(p.b.qpn, RecvWr{55, {}}).is_ok());
-  SendWr s;
-  s.opcode = WrOpcode::kSendWithInv;
-  s.send_flags = kSendSignaled;
-  s.invalidate_rkey = p.b.mr.rkey;
-  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, s).is_ok());
+  ASSERT_TRUE(
+      p.a.engine->post_send(h.now(), p.a.qpn, invalidate(0, WrOpcode::kSendWithInv, p.b.mr.rkey))
+          .is_ok());
   const std::vector<Wc> got = h.wait_wcs(1, p.b.recv_cq, 1, 10ms);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].status, WcStatus::kRemInvReqErr);
@@ -206,11 +206,8 @@ TEST(EngineMemoryWindow, FailedBindAndLocalInvalidateCompleteInErrorAndFailTheQp
   const uint32_t mw = p.b.engine->alloc_mw(p.b.pd, MwType::kType2).value();
   SendWr b = bind_wr(1, Window{p.b.mr, mw}, next_key(mw), 0, 64);
   ASSERT_TRUE(p.b.engine->post_send(h.now(), p.b.qpn, b).is_ok());
-  SendWr after;
-  after.wr_id = 2;
-  after.opcode = WrOpcode::kLocalInv;
-  after.invalidate_rkey = mw;
-  ASSERT_TRUE(p.b.engine->post_send(h.now(), p.b.qpn, after).is_ok());
+  ASSERT_TRUE(
+      p.b.engine->post_send(h.now(), p.b.qpn, invalidate(2, WrOpcode::kLocalInv, mw)).is_ok());
   std::vector<Wc> wcs = h.wait_wcs(1, p.b.send_cq, 2, 10ms);
   ASSERT_EQ(wcs.size(), 2u);
   EXPECT_EQ(wcs[0].status, WcStatus::kMwBindErr);
@@ -222,11 +219,9 @@ TEST(EngineMemoryWindow, FailedBindAndLocalInvalidateCompleteInErrorAndFailTheQp
   EXPECT_EQ(attr.qp_state, QpState::kErr);
 
   // On A: LOCAL_INV of an MR key (uroce has no fast-registration MRs): LOC_QP_OP_ERR.
-  SendWr inv;
-  inv.wr_id = 4;
-  inv.opcode = WrOpcode::kLocalInv;
-  inv.invalidate_rkey = p.a.mr.rkey;
-  ASSERT_TRUE(p.a.engine->post_send(h.now(), p.a.qpn, inv).is_ok());
+  ASSERT_TRUE(
+      p.a.engine->post_send(h.now(), p.a.qpn, invalidate(4, WrOpcode::kLocalInv, p.a.mr.rkey))
+          .is_ok());
   wcs = h.wait_wcs(0, p.a.send_cq, 1, 10ms);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kLocQpOpErr);
