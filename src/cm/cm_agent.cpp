@@ -58,6 +58,10 @@ const char* cm_state_name(CmState s) {
       return "DREQ_RCVD";
     case CmState::kTimewait:
       return "TIMEWAIT";
+    case CmState::kSidrReqSent:
+      return "SIDR_REQ_SENT";
+    case CmState::kSidrReqRcvd:
+      return "SIDR_REQ_RCVD";
   }
   return "?";
 }
@@ -288,6 +292,12 @@ void CmAgent::destroy(TimePoint now, CmId id) {
     case CmState::kDreqRcvd:
       (void)disconnect(now, id);  // the DREP
       break;
+    case CmState::kSidrReqRcvd: {
+      SidrRep rep;  // cm.c: a SIDR request dropped unanswered is rejected
+      rep.status = static_cast<uint8_t>(SidrStatus::kReject);
+      (void)sidr_reply(id, rep);
+      break;
+    }
     default:
       break;
   }
@@ -321,8 +331,10 @@ void CmAgent::on_mad(TimePoint now, const Gid& from, std::span<const uint8_t> ma
           on_dreq(now, from, m.header, msg);
         } else if constexpr (std::is_same_v<T, Drep>) {
           on_drep(now, msg);
+        } else if constexpr (std::is_same_v<T, SidrReq>) {
+          on_sidr_req(from, m.header, msg);
         } else {
-          ++counters_.unmatched;  // SIDR is not handled by this agent (yet)
+          on_sidr_rep(msg);
         }
       },
       m.message);
@@ -484,6 +496,82 @@ void CmAgent::on_drep(TimePoint now, const Drep& m) {
   event(CmEventType::kDisconnected, m.remote_comm_id, *c);
 }
 
+// ---- SIDR.
+
+CmId CmAgent::sidr_request(TimePoint now, const Gid& peer, SidrReq req, Nanos period, int retries) {
+  const CmId id = new_id();
+  Conn& c = conns_[id];
+  c.active = true;
+  c.peer = peer;
+  c.state = CmState::kSidrReqSent;
+  req.request_id = id;
+  c.tid = new_tid(id);
+  MadHeader h;
+  h.tid = c.tid;
+  send_conn(c, h, req, period, retries, now);
+  return id;
+}
+
+Status CmAgent::sidr_reply(CmId id, SidrRep rep) {
+  Conn* c = find(id);
+  if (c == nullptr || c->state != CmState::kSidrReqRcvd) {
+    return Status(EINVAL, "sidr_reply: no SIDR request waiting on this ID");
+  }
+  rep.request_id = c->remote_id;
+  MadHeader h;
+  h.tid = c->tid;
+  send(c->peer, h, rep);
+  erase(id);
+  return Status::ok();
+}
+
+void CmAgent::on_sidr_req(const Gid& from, const MadHeader& h, const SidrReq& m) {
+  // A resend of a request the application still holds (cm.c keeps them by remote ID and
+  // port address; the sender's GID stands in for the CA GUID a SIDR_REQ lacks).
+  uint64_t from_key = 0;
+  for (size_t i = 8; i < 16; ++i) from_key = from_key << 8 | from[i];
+  if (by_remote_.contains({m.request_id, from_key})) return;
+  auto listener = listeners_.find(m.service_id);
+  if (listener == listeners_.end()) {
+    SidrRep rep;
+    rep.request_id = m.request_id;
+    rep.status = static_cast<uint8_t>(SidrStatus::kUnsupported);
+    rep.service_id = m.service_id;
+    MadHeader rh;
+    rh.tid = h.tid;
+    send(from, rh, rep);
+    return;
+  }
+  const CmId id = new_id();
+  Conn& c = conns_[id];
+  c.state = CmState::kSidrReqRcvd;
+  c.peer = from;
+  c.tid = h.tid;
+  c.remote_id = m.request_id;
+  c.remote_guid = from_key;
+  by_remote_[{m.request_id, from_key}] = id;
+  CmEvent& e = events_.emplace_back();
+  e.type = CmEventType::kSidrReqReceived;
+  e.id = id;
+  e.listener = listener->second;
+  e.peer = from;
+  e.message = m;
+}
+
+void CmAgent::on_sidr_rep(const SidrRep& m) {
+  Conn* c = find(m.request_id);
+  if (c == nullptr || c->state != CmState::kSidrReqSent) {
+    ++counters_.unmatched;
+    return;
+  }
+  CmEvent& e = events_.emplace_back();
+  e.type = CmEventType::kSidrRepReceived;
+  e.id = m.request_id;
+  e.peer = c->peer;
+  e.message = m;
+  erase(m.request_id);
+}
+
 // ---- Timers.
 
 TimePoint CmAgent::next_deadline() const {
@@ -513,6 +601,7 @@ void CmAgent::on_timer(TimePoint now) {
       case CmState::kReqSent:
       case CmState::kMraReqRcvd:
       case CmState::kRepSent:
+      case CmState::kSidrReqSent:
         event(CmEventType::kUnreachable, id, c, ETIMEDOUT);
         gone.push_back(id);
         break;

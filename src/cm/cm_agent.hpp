@@ -9,8 +9,9 @@
 //            ESTABLISHED -DREQ-> DREQ_RCVD -disconnect()-> (DREP) TIMEWAIT -> gone
 //
 // REQ, REP and DREQ are resent every period until answered, up to their retry count; REQ/REP
-// retries running out report kUnreachable, DREQ's kDisconnected with ETIMEDOUT. docs/cm.md has
-// the rules and their sources.
+// retries running out report kUnreachable, DREQ's kDisconnected with ETIMEDOUT. SIDR (UD
+// service resolution): sidr_request -> SIDR_REQ_SENT -SIDR_REP-> done; a SIDR_REQ for a
+// listener -> SIDR_REQ_RCVD -sidr_reply()-> done. docs/cm.md has the rules and their sources.
 #pragma once
 
 #include <cstdint>
@@ -56,17 +57,21 @@ enum class CmState : uint8_t {
   kDreqSent,
   kDreqRcvd,
   kTimewait,
+  kSidrReqSent,  // SIDR: waiting for the SIDR_REP
+  kSidrReqRcvd,  // SIDR: the application has the request
 };
 [[nodiscard]] const char* cm_state_name(CmState s);
 
 enum class CmEventType : uint8_t {
-  kReqReceived,   // passive: a new request for a listener (message: the Req)
-  kRepReceived,   // active: the Rep; move the QP to RTR/RTS, then establish()
-  kEstablished,   // passive: RTU received (or notify_established)
-  kRejected,      // REJ received (reason, message: the Rej); the connection is gone
-  kUnreachable,   // REQ or REP never answered (status ETIMEDOUT); the connection is gone
-  kDisconnected,  // DREQ received, or our DREQ answered (status 0) or never (ETIMEDOUT)
-  kTimewaitExit,  // time-wait over: the connection is gone
+  kReqReceived,      // passive: a new request for a listener (message: the Req)
+  kRepReceived,      // active: the Rep; move the QP to RTR/RTS, then establish()
+  kEstablished,      // passive: RTU received (or notify_established)
+  kRejected,         // REJ received (reason, message: the Rej); the connection is gone
+  kUnreachable,      // REQ or REP never answered (status ETIMEDOUT); the connection is gone
+  kDisconnected,     // DREQ received, or our DREQ answered (status 0) or never (ETIMEDOUT)
+  kTimewaitExit,     // time-wait over: the connection is gone
+  kSidrReqReceived,  // passive: a SIDR_REQ for a listener (message: the SidrReq); sidr_reply()
+  kSidrRepReceived,  // active: the SIDR_REP (message: the SidrRep); the request is gone
 };
 
 struct CmEvent {
@@ -76,7 +81,7 @@ struct CmEvent {
   Gid peer{};
   uint16_t reason = 0;  // kRejected
   int status = 0;       // 0 or ETIMEDOUT
-  std::variant<std::monostate, Req, Rep, Rej> message;
+  std::variant<std::monostate, Req, Rep, Rej, SidrReq, SidrRep> message;
 };
 
 struct OutMad {
@@ -114,6 +119,11 @@ class CmAgent {
   Status notify_established(CmId id);
   // ESTABLISHED: DREQ. DREQ_RCVD: DREP, then time-wait.
   Status disconnect(TimePoint now, CmId id);
+  // SIDR (UD service resolution, IBA 12.11): a SIDR_REQ to `peer` (request ID filled in),
+  // resent every `period` up to `retries` times (rdma_cm: 4096 ms, 15), then kUnreachable.
+  CmId sidr_request(TimePoint now, const Gid& peer, SidrReq req, Nanos period, int retries);
+  // Passive, after kSidrReqReceived: the SIDR_REP (request ID filled in); the request is done.
+  Status sidr_reply(CmId id, SidrRep rep);
   // Drops the connection, telling the peer what Linux's cm_destroy_id does for the state.
   void destroy(TimePoint now, CmId id);
 
@@ -168,13 +178,16 @@ class CmAgent {
   void on_mra(TimePoint now, const Mra& m);
   void on_dreq(TimePoint now, const Gid& from, const MadHeader& h, const Dreq& m);
   void on_drep(TimePoint now, const Drep& m);
+  void on_sidr_req(const Gid& from, const MadHeader& h, const SidrReq& m);
+  void on_sidr_rep(const SidrRep& m);
 
   CmAgentConfig config_;
   uint32_t next_low_ = 0;
   uint32_t next_tid_hi_ = 0;
   std::unordered_map<CmId, Conn> conns_;
   // Passive connections by (remote comm ID, remote CA GUID), until they are gone: a REQ
-  // seen again is a resend, or stale once in time-wait.
+  // seen again is a resend, or stale once in time-wait. SIDR requests by (request ID, low 8
+  // bytes of the sender's GID).
   std::map<std::pair<uint32_t, uint64_t>, CmId> by_remote_;
   std::unordered_map<uint64_t, uint64_t> listeners_;  // service ID -> token
   std::deque<OutMad> out_;

@@ -3,7 +3,8 @@
 // IDs, TIDs and QPNs each message must carry; REJ for an unknown service and for a consumer's
 // reject; resends of a lost REQ, REP and DREQ and what runs out of retries; duplicates (REQ,
 // REP after the RTU was lost, DREQ in time-wait); a DREQ naming another QPN ignored, one for
-// an unknown connection answered; malformed MADs counted; an MRA holding the REQ timer.
+// an unknown connection answered; malformed MADs counted; an MRA holding the REQ timer; SIDR
+// resolving a UD service, unsupported for an unknown one, retried and timing out.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -349,6 +350,65 @@ TEST(CmAgent, MalformedMadsAreCountedAndMraHoldsTheRequest) {
   w.a.on_mad(w.now, w.gb, mad);
   EXPECT_EQ(w.a.state(a_id), CmState::kMraReqRcvd);
   EXPECT_EQ(w.a.next_deadline(), TimePoint(65536ms + 512ms));
+}
+
+TEST(CmAgent, SidrResolvesAUdServiceAndAnswersUnknownOnesUnsupported) {
+  Wire w;
+  const uint64_t ud_service = ip_service_id(kPsUdp, 4791);
+  ASSERT_TRUE(w.b.listen(ud_service, 9).is_ok());
+  int sidr_reqs = 0;
+  w.fate = [&](const OutMad&, AttrId attr) {
+    if (attr != AttrId::kSidrReq) return 1;
+    return ++sidr_reqs == 1 ? 0 : 2;  // the first is lost, the resend arrives twice
+  };
+  SidrReq q;
+  q.service_id = ud_service;
+  q.private_data[0] = 0x5A;
+  const CmId a_id = w.a.sidr_request(w.now, w.gb, q, 4096ms, 3);
+  EXPECT_EQ(w.a.state(a_id), CmState::kSidrReqSent);
+  w.pump();
+  w.tick(1h);  // the resend, 4096 ms later
+  auto eb = w.events(w.b);
+  ASSERT_EQ(eb.size(), 1u) << "the duplicate SIDR_REQ is not a second request";
+  EXPECT_EQ(eb[0].type, CmEventType::kSidrReqReceived);
+  EXPECT_EQ(eb[0].listener, 9u);
+  EXPECT_EQ(std::get<SidrReq>(eb[0].message).request_id, a_id);
+  EXPECT_EQ(std::get<SidrReq>(eb[0].message).private_data[0], 0x5A);
+  SidrRep rep;
+  rep.qpn = 0x333;
+  rep.qkey = 0x11111111;
+  rep.service_id = ud_service;
+  ASSERT_TRUE(w.b.sidr_reply(eb[0].id, rep).is_ok());
+  EXPECT_EQ(w.b.state(eb[0].id), CmState::kIdle);
+  w.pump();
+  auto ea = w.events(w.a);
+  ASSERT_EQ(ea.size(), 1u);
+  EXPECT_EQ(ea[0].type, CmEventType::kSidrRepReceived);
+  const SidrRep& got = std::get<SidrRep>(ea[0].message);
+  EXPECT_EQ(got.status, static_cast<uint8_t>(SidrStatus::kSuccess));
+  EXPECT_EQ(got.qpn, 0x333u);
+  EXPECT_EQ(got.qkey, 0x11111111u);
+  EXPECT_EQ(w.to_a.back().header.tid, w.to_b.back().header.tid) << "SIDR_REP echoes the TID";
+  EXPECT_EQ(w.a.state(a_id), CmState::kIdle);
+
+  // No listener: SIDR_REP "unsupported" at once.
+  q.service_id = ip_service_id(kPsUdp, 1);
+  const CmId other = w.a.sidr_request(w.now, w.gb, q, 4096ms, 3);
+  w.pump();
+  ea = w.events(w.a);
+  ASSERT_EQ(ea.size(), 1u);
+  EXPECT_EQ(ea[0].id, other);
+  EXPECT_EQ(std::get<SidrRep>(ea[0].message).status,
+            static_cast<uint8_t>(SidrStatus::kUnsupported));
+
+  // Nobody answers: the request runs out of retries.
+  w.fate = [](const OutMad&, AttrId) { return 0; };
+  const CmId lost = w.a.sidr_request(w.now, w.gb, q, 4096ms, 2);
+  for (int i = 0; i < 10 && w.a.state(lost) != CmState::kIdle; ++i) w.tick(1h);
+  ea = w.events(w.a);
+  ASSERT_EQ(ea.size(), 1u);
+  EXPECT_EQ(ea[0].type, CmEventType::kUnreachable);
+  EXPECT_EQ(ea[0].status, ETIMEDOUT);
 }
 
 }  // namespace
