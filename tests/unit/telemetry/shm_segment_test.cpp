@@ -167,9 +167,13 @@ TEST_F(ShmTest, FollowerKeepsTheLastCountsOfAnExitedProcess) {
   close(go[0]);
   SegmentFollower follower;
   std::vector<DeviceSnapshot> seen;
-  for (int i = 0; i < 500 && seen.empty(); ++i) {
+  // The segment exists (all counters 0) from create() on, a moment before the child's first
+  // publish: wait until the follower has read that publish.
+  for (int i = 0; i < 500 && (seen.empty() || seen[0].value("sent_pkts") == 0); ++i) {
     seen = follower.poll();
-    if (seen.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (seen.empty() || seen[0].value("sent_pkts") == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].value("sent_pkts"), 1u);
