@@ -340,6 +340,26 @@ void CmAgent::on_mad(TimePoint now, const Gid& from, std::span<const uint8_t> ma
       m.message);
 }
 
+CmAgent::Conn& CmAgent::add_request(CmState state, CmEventType type, const Gid& from, uint64_t tid,
+                                    uint32_t remote_id, uint64_t remote_key, uint64_t token,
+                                    const CmEventMessage& m) {
+  const CmId id = new_id();
+  Conn& c = conns_[id];
+  c.state = state;
+  c.peer = from;
+  c.tid = tid;
+  c.remote_id = remote_id;
+  c.remote_guid = remote_key;
+  by_remote_[{remote_id, remote_key}] = id;
+  CmEvent& e = events_.emplace_back();
+  e.type = type;
+  e.id = id;
+  e.listener = token;
+  e.peer = from;
+  e.message = m;
+  return c;
+}
+
 void CmAgent::on_req(TimePoint /*now*/, const Gid& from, const MadHeader& h, const Req& m) {
   // A REQ we already hold (same remote comm ID and CA GUID) is a resend (cm_dup_req_handler).
   if (auto it = by_remote_.find({m.local_comm_id, m.local_ca_guid}); it != by_remote_.end()) {
@@ -356,22 +376,10 @@ void CmAgent::on_req(TimePoint /*now*/, const Gid& from, const MadHeader& h, con
     reply_rej(from, h.tid, 0, m.local_comm_id, CmMsgResponse::kReq, RejReason::kInvalidServiceId);
     return;
   }
-  const CmId id = new_id();
-  Conn& c = conns_[id];
-  c.state = CmState::kReqRcvd;
-  c.peer = from;
-  c.tid = h.tid;
-  c.remote_id = m.local_comm_id;
-  c.remote_guid = m.local_ca_guid;
+  Conn& c = add_request(CmState::kReqRcvd, CmEventType::kReqReceived, from, h.tid, m.local_comm_id,
+                        m.local_ca_guid, listener->second, m);
   c.remote_qpn = m.local_qpn;
   c.req = m;
-  by_remote_[{m.local_comm_id, m.local_ca_guid}] = id;
-  CmEvent& e = events_.emplace_back();
-  e.type = CmEventType::kReqReceived;
-  e.id = id;
-  e.listener = listener->second;
-  e.peer = from;
-  e.message = m;
 }
 
 void CmAgent::on_rep(TimePoint /*now*/, const Gid& from, const MadHeader& h, const Rep& m) {
@@ -542,20 +550,8 @@ void CmAgent::on_sidr_req(const Gid& from, const MadHeader& h, const SidrReq& m)
     send(from, rh, rep);
     return;
   }
-  const CmId id = new_id();
-  Conn& c = conns_[id];
-  c.state = CmState::kSidrReqRcvd;
-  c.peer = from;
-  c.tid = h.tid;
-  c.remote_id = m.request_id;
-  c.remote_guid = from_key;
-  by_remote_[{m.request_id, from_key}] = id;
-  CmEvent& e = events_.emplace_back();
-  e.type = CmEventType::kSidrReqReceived;
-  e.id = id;
-  e.listener = listener->second;
-  e.peer = from;
-  e.message = m;
+  (void)add_request(CmState::kSidrReqRcvd, CmEventType::kSidrReqReceived, from, h.tid, m.request_id,
+                    from_key, listener->second, m);
 }
 
 void CmAgent::on_sidr_rep(const SidrRep& m) {

@@ -74,6 +74,8 @@ enum class CmEventType : uint8_t {
   kSidrRepReceived,  // active: the SIDR_REP (message: the SidrRep); the request is gone
 };
 
+using CmEventMessage = std::variant<std::monostate, Req, Rep, Rej, SidrReq, SidrRep>;
+
 struct CmEvent {
   CmEventType type = CmEventType::kReqReceived;
   CmId id = 0;
@@ -81,7 +83,7 @@ struct CmEvent {
   Gid peer{};
   uint16_t reason = 0;  // kRejected
   int status = 0;       // 0 or ETIMEDOUT
-  std::variant<std::monostate, Req, Rep, Rej, SidrReq, SidrRep> message;
+  CmEventMessage message;
 };
 
 struct OutMad {
@@ -167,6 +169,11 @@ class CmAgent {
                  CmMsgResponse what, RejReason reason, std::span<const uint8_t> ari = {},
                  std::span<const uint8_t> private_data = {});
   void enter_timewait(Conn& c, TimePoint now);
+  // A request for listener `token` (REQ or SIDR_REQ) becomes a passive connection in `state`,
+  // known by (remote ID, remote key), and an event of `type` carrying `m`.
+  Conn& add_request(CmState state, CmEventType type, const Gid& from, uint64_t tid,
+                    uint32_t remote_id, uint64_t remote_key, uint64_t token,
+                    const CmEventMessage& m);
   void erase(CmId id);
   void event(CmEventType type, CmId id, const Conn& c, int status = 0);
   Conn* find(uint32_t id);

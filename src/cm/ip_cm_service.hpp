@@ -25,7 +25,8 @@ inline constexpr uint16_t kPsIb = 0x013F;
 [[nodiscard]] constexpr uint16_t service_port_space(uint64_t service_id) {
   return static_cast<uint16_t>(service_id >> 16);
 }
-// An RDMA IP CM service ID: 0x00000000 01 PP xxxx (one of the port spaces above).
+// An RDMA IP CM service ID: 0x0000000001PPpppp, PP naming one of the port spaces above and
+// pppp the port.
 [[nodiscard]] constexpr bool is_ip_service_id(uint64_t service_id) {
   const uint16_t ps = service_port_space(service_id);
   return (service_id >> 32) == 0 && (ps == kPsTcp || ps == kPsUdp || ps == kPsIb || ps == kPsIpoib);
