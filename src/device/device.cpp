@@ -443,6 +443,18 @@ void Device::ack_cq_events(CqId cq, uint32_t count) {
   it->second.events_acked = std::min(it->second.events_got, it->second.events_acked + count);
 }
 
+// The I/O lock: steering changes touch the shared port's registry and program, as maintain()
+// does.
+int Device::cm_capable(bool on) {
+  std::lock_guard lock(io_mu_);
+  return io_->cm_capable(on);
+}
+
+int Device::cm_listen(uint64_t service_id, bool on) {
+  std::lock_guard lock(io_mu_);
+  return io_->cm_listen(service_id, on);
+}
+
 transport::Counters Device::counters() const {
   std::lock_guard lock(engine_mu_);
   return engine_.counters();

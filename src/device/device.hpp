@@ -118,6 +118,10 @@ class Device {
   [[nodiscard]] int async_fd() const { return async_.fd(); }
   Result<transport::AsyncEvent> get_async_event(Nanos timeout) { return async_.pop(timeout); }
 
+  // ---- QP1 steering for the CM (PacketIo::cm_capable / cm_listen). errno values.
+  int cm_capable(bool on);
+  int cm_listen(uint64_t service_id, bool on);
+
   // ---- Counters (snapshots).
   [[nodiscard]] transport::Counters counters() const;
   [[nodiscard]] std::optional<transport::Counters> qp_counters(uint32_t qpn) const;

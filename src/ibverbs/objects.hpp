@@ -185,6 +185,10 @@ int wait_app_fd(int fd);
 [[nodiscard]] uint64_t supported_send_ops(ibv_qp_type type);
 [[nodiscard]] int install_qp_ex_ops(UQp& qp, uint64_t send_ops, const ibv_qp_cap& cap);
 
+// Creates a QP as ibv_create_qp does; gsi: QP1 (a UD QP the engine gives QPN 1 and the GSI
+// Q_Key), which only the uroce librdmacm asks for (uroce_private.h).
+ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted_out, bool gsi);
+
 // Converts one engine completion to ibverbs' layout (imm_data back to network order).
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out);
 

@@ -16,14 +16,19 @@ bool supported_type(ibv_qp_type t) {
   return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD;
 }
 
-ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted_out) {
+}  // namespace
+
+namespace uroce::ibverbs {
+
+ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted_out, bool gsi) {
   if (pd == nullptr || attr.send_cq == nullptr || attr.recv_cq == nullptr) {
     return fail_null<ibv_qp>(EINVAL);
   }
   if (!supported_type(attr.qp_type)) return fail_null<ibv_qp>(EOPNOTSUPP);
+  if (gsi && attr.qp_type != IBV_QPT_UD) return fail_null<ibv_qp>(EINVAL);
   ibv_context* context = pd->context;
   transport::QpInitAttr init;
-  init.qp_type = static_cast<transport::QpType>(attr.qp_type);
+  init.qp_type = gsi ? transport::QpType::kGsi : static_cast<transport::QpType>(attr.qp_type);
   init.send_cq = cq_of(attr.send_cq)->id;
   init.recv_cq = cq_of(attr.recv_cq)->id;
   if (attr.srq != nullptr) init.srq = srq_of(attr.srq)->id;
@@ -73,10 +78,6 @@ ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted
   return &q;
 }
 
-}  // namespace
-
-namespace uroce::ibverbs {
-
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (context == nullptr || attr == nullptr) return fail_null<ibv_qp>(EINVAL);
   // A PD, empty create flags and the ibv_wr_* send API: no XRC, RSS or TSO.
@@ -94,7 +95,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     return fail_null<ibv_qp>(EOPNOTSUPP);
   }
   if (attr->pd->context != context) return fail_null<ibv_qp>(EINVAL);
-  return make_qp(attr->pd, *attr, attr->cap);
+  return make_qp(attr->pd, *attr, attr->cap, /*gsi=*/false);
 }
 
 }  // namespace uroce::ibverbs
@@ -114,7 +115,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ex.sq_sig_all = attr->sq_sig_all;
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
-  return make_qp(pd, ex, attr->cap);
+  return make_qp(pd, ex, attr->cap, /*gsi=*/false);
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

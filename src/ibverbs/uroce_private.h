@@ -1,0 +1,38 @@
+/* What uroce's librdmacm.so.1 needs of uroce's libibverbs.so.1 beyond the ibverbs ABI,
+ * exported under the version node UROCE_PRIVATE_1 (libibverbs.map). rdma-core's librdmacm
+ * reaches QP1 and the CM through the kernel; uroce's reaches them through these. Not an
+ * application interface: it may change with every release of the pair. */
+#ifndef UROCE_IBVERBS_PRIVATE_H
+#define UROCE_IBVERBS_PRIVATE_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* QP1 of the context's device (the GSI QP that sends and receives CM MADs): qp_type must be
+ * IBV_QPT_UD; the QP gets QPN 1 and sends with the GSI Q_Key 0x80010000. One per context:
+ * EBUSY while one exists. NULL and errno on failure. Destroy it with ibv_destroy_qp. */
+struct ibv_qp* uroce_create_gsi_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
+
+/* Steering of QP1 datagrams between the processes sharing the device's addresses (several
+ * processes on one host share UDP port 4791):
+ *   UROCE_CM_CAPABLE (service_id ignored): this process answers CM requests for services
+ *     nobody listens on (REJ "invalid service ID"), on = 1, or stops, on = 0;
+ *   UROCE_CM_LISTEN: REQs and SIDR_REQs for service_id come to this process (on = 1), or
+ *     no longer (on = 0). EADDRINUSE when another process listens on it.
+ * Returns 0 or an errno value. */
+enum { UROCE_CM_CAPABLE = 1, UROCE_CM_LISTEN = 2 };
+int uroce_cm_steer(struct ibv_context* context, int what, uint64_t service_id, int on);
+
+/* The context's QPN slot (0..63): the top 6 bits of every QPN it hands out. The CM puts it
+ * in the top bits of its communication IDs, so replies are steered like the QPs' data. */
+int uroce_cm_slot(struct ibv_context* context);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
