@@ -16,16 +16,10 @@
 #include <cstdlib>
 #include <regex>
 
-#include "ibverbs_test_util.hpp"
-
-extern char** environ;
+#include "netns_pair.hpp"
 
 namespace uroce::ibtest {
 namespace {
-
-int sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str());
-}
 
 // perftest's result row: "#bytes #iterations <two or three numbers>".
 struct Row {
@@ -51,64 +45,22 @@ std::vector<Row> result_rows(const std::string& out) {
 class TwoHostsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (sh("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
     ASSERT_TRUE(have_program(lib_dir() + "/libibverbs.so.1")) << "build uroce_ibverbs first";
-    // No uroce variable may leak in from the caller's environment.
-    std::vector<std::string> uroce_vars;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      if (entry.starts_with("UROCE_")) uroce_vars.push_back(entry.substr(0, entry.find('=')));
-    }
-    for (const std::string& v : uroce_vars) unsetenv(v.c_str());
-
-    const int id = getpid() % 100000;
-    ns_a_ = "uroce-ha-" + std::to_string(id);
-    ns_b_ = "uroce-hb-" + std::to_string(id);
-    va_ = "urha" + std::to_string(id);
-    vb_ = "urhb" + std::to_string(id);
-    const std::string net = "10.78." + std::to_string(id % 250) + ".";
-    addr_a_ = net + "1";
-    addr_b_ = net + "2";
-    tcp_ = static_cast<uint16_t>(20000 + id % 20000);
-    created_ = true;
-    for (const std::string& cmd : {
-             "ip netns add " + ns_a_,
-             "ip netns add " + ns_b_,
-             "ip link add " + va_ + " type veth peer name " + vb_,
-             "ip link set " + va_ + " netns " + ns_a_,
-             "ip link set " + vb_ + " netns " + ns_b_,
-             "ip -n " + ns_a_ + " addr add " + addr_a_ + "/24 dev " + va_,
-             "ip -n " + ns_b_ + " addr add " + addr_b_ + "/24 dev " + vb_,
-             "ip -n " + ns_a_ + " link set " + va_ + " up",
-             "ip -n " + ns_b_ + " link set " + vb_ + " up",
-             "ip -n " + ns_a_ + " link set lo up",
-             "ip -n " + ns_b_ + " link set lo up",
-             "ip -n " + ns_a_ + " route add default via " + addr_b_,
-             "ip -n " + ns_b_ + " route add default via " + addr_a_,
-         }) {
-      ASSERT_EQ(sh(cmd), 0) << cmd;
-    }
-    for (auto* env : {&env_a_, &env_b_}) {
-      env->vars.erase("UROCE_PORT");  // ToolEnv's private port: not wanted here
-      char tmpl[] = "/tmp/uroce-twohosts-XXXXXX";
-      ASSERT_NE(mkdtemp(tmpl), nullptr);
-      env->vars["XDG_RUNTIME_DIR"] = tmpl;
-      dirs_.push_back(tmpl);
-    }
-  }
-
-  void TearDown() override {
-    if (created_) {
-      sh("ip netns del " + ns_a_);
-      sh("ip netns del " + ns_b_);
-    }
-    for (const std::string& d : dirs_) sh("rm -rf " + d);
+    if (const std::string skip = hosts_.create("h", 78); !skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_FALSE(HasFailure());
+    ns_a_ = hosts_.ns_a;
+    ns_b_ = hosts_.ns_b;
+    va_ = hosts_.va;
+    vb_ = hosts_.vb;
+    addr_a_ = hosts_.addr_a;
+    addr_b_ = hosts_.addr_b;
+    tcp_ = hosts_.tcp;
+    env_a_ = hosts_.env_a;
+    env_b_ = hosts_.env_b;
   }
 
   std::vector<std::string> in(const std::string& ns, std::vector<std::string> argv) {
-    argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
-    return argv;
+    return NetnsPair::in(ns, std::move(argv));
   }
 
   // The server in A, the client in B (or, `same_host`, also in A) towards A's veth address.
@@ -133,11 +85,10 @@ class TwoHostsTest : public ::testing::Test {
     return {s, c};
   }
 
+  NetnsPair hosts_;
   std::string ns_a_, ns_b_, va_, vb_, addr_a_, addr_b_;
   uint16_t tcp_ = 0;
-  bool created_ = false;
   ToolEnv env_a_, env_b_;
-  std::vector<std::string> dirs_;
 };
 
 TEST_F(TwoHostsTest, IbvRcPingpongWithGidIndexOne) {

@@ -1,0 +1,281 @@
+// librdmacm.so.1 drop-in: Debian's unmodified rdma_cm programs (rdmacm-utils, perftest -R,
+// qperf -cm1) between two network namespaces over uroce's librdmacm and libibverbs, with no
+// uroce variable: the connection is made by the IB CM on QP1 (REQ/REP/RTU, DREQ/DREP; SIDR for
+// UD), as between two kernel RoCE hosts. Also the library's ABI against Debian's librdmacm1.
+//
+// rdma_cm servers do not listen on TCP, so a client may start before its server listens; it
+// then gets REJECTED (REJ 8, "invalid service ID", from the server's CM) and is run again.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "netns_pair.hpp"
+
+namespace uroce::ibtest {
+namespace {
+
+bool was_rejected(const ProcResult& r) {
+  return !r.timed_out && r.exit_code != 0 && r.output.find("REJECTED") != std::string::npos;
+}
+
+// True once a socket in `pid`'s network namespace is bound to UDP port 4791: the server has
+// opened its uroce device (the namespace is the test's own, so it is the server's).
+bool roce_port_open(pid_t pid) {
+  for (const char* file : {"/udp", "/udp6"}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/net" + file);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(":12B7 ") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+void wait_roce_port(Process& server, Clock::time_point deadline) {
+  while (!roce_port_open(server.pid()) && Clock::now() < deadline &&
+         waitpid(server.pid(), nullptr, WNOHANG) == 0) {
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+class RdmacmNetns : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(have_program(lib_dir() + "/librdmacm.so.1")) << "build uroce_rdmacm first";
+    if (const std::string skip = hosts_.create("cm", 79); !skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_FALSE(HasFailure());
+  }
+
+  // The server in A, then the client in B (or in A, `client_ns`) until it is not rejected
+  // for want of a listener; returns {server, client}.
+  std::pair<ProcResult, ProcResult> run(const std::vector<std::string>& server_argv,
+                                        const std::vector<std::string>& client_argv,
+                                        std::chrono::seconds timeout,
+                                        const std::string& client_ns = "") {
+    Process server(NetnsPair::in(hosts_.ns_a, server_argv), hosts_.env_a);
+    const auto deadline = Clock::now() + 15s;
+    wait_roce_port(server, deadline);
+    for (;;) {
+      Process client(NetnsPair::in(client_ns.empty() ? hosts_.ns_b : client_ns, client_argv),
+                     client_ns.empty() ? hosts_.env_b : hosts_.env_a);
+      ProcResult c = client.wait(timeout);
+      if (was_rejected(c) && Clock::now() < deadline &&
+          waitpid(server.pid(), nullptr, WNOHANG) == 0) {
+        std::this_thread::sleep_for(100ms);
+        continue;
+      }
+      ProcResult s = server.wait(c.timed_out ? 1s : 20s);
+      return {s, c};
+    }
+  }
+
+  NetnsPair hosts_;
+};
+
+// perftest's result row: "#bytes #iterations <numbers>".
+int result_rows(const std::string& out) {
+  static const std::regex kRow(R"(^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+.*$)");
+  std::istringstream in(out);
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) rows += std::regex_match(line, kRow) ? 1 : 0;
+  return rows;
+}
+
+TEST_F(RdmacmNetns, RpingConnectsPingsAndDisconnects) {
+  if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  auto [s, c] = run({"rping", "-s", "-a", hosts_.addr_a, "-p", port, "-C", "50"},
+                    {"rping", "-c", "-a", hosts_.addr_a, "-p", port, "-C", "50", "-v"}, 60s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  // rping verifies every ping's bytes itself (RDMA READ of the client's buffer, RDMA WRITE
+  // back); -v prints each one: "ping data: rdma-ping-<n>: <64 rotating characters>".
+  EXPECT_EQ(count_lines_with(c.output, "ping data: rdma-ping-"), 50) << c.output;
+  EXPECT_EQ(count_lines_with(c.output, "ping data: rdma-ping-49: "), 1) << c.output;
+  EXPECT_EQ(count_lines_with(c.output + s.output, "error"), 0) << c.output << s.output;
+}
+
+TEST_F(RdmacmNetns, RpingToAPortNobodyListensOnIsRejectedAtOnce) {
+  if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  const std::string other = std::to_string(hosts_.tcp + 1);
+  Process server(NetnsPair::in(hosts_.ns_a, {"rping", "-s", "-a", hosts_.addr_a, "-p", port}),
+                 hosts_.env_a);
+  wait_roce_port(server, Clock::now() + 15s);  // its CM is up: it answers every service ID
+  const auto start = Clock::now();
+  Process client(NetnsPair::in(hosts_.ns_b, {"rping", "-c", "-a", hosts_.addr_a, "-p", other}),
+                 hosts_.env_b);
+  ProcResult c = client.wait(30s);
+  ASSERT_FALSE(c.timed_out) << c.output;
+  EXPECT_NE(c.exit_code, 0) << c.output;
+  // REJ 8 (invalid service ID), what a kernel CM answers for a port nobody listens on.
+  EXPECT_EQ(count_lines_with(c.output, "cma event RDMA_CM_EVENT_REJECTED, error 8"), 1) << c.output;
+  EXPECT_LT(Clock::now() - start, 10s);
+  server.kill_group();
+}
+
+TEST_F(RdmacmNetns, UcmatoseTwoConnectionsExchangeMessages) {
+  if (!have_program("/usr/bin/ucmatose")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  auto [s, c] = run({"ucmatose", "-b", hosts_.addr_a, "-p", port, "-c", "2", "-C", "20"},
+                    {"ucmatose", "-s", hosts_.addr_a, "-p", port, "-c", "2", "-C", "20"}, 60s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  for (const ProcResult* r : {&s, &c}) {
+    EXPECT_EQ(count_lines_with(r->output, "data transfers complete"), 1) << r->output;
+    EXPECT_EQ(count_lines_with(r->output, "return status 0"), 1) << r->output;
+  }
+  EXPECT_EQ(count_lines_with(s.output, "disconnected"), 1) << s.output;
+}
+
+TEST_F(RdmacmNetns, UdaddyResolvesTheServiceWithSidrAndExchangesDatagrams) {
+  if (!have_program("/usr/bin/udaddy")) GTEST_SKIP() << "rdmacm-utils not installed";
+  // udaddy's -p is the port space; it always uses port 7174 (private to the namespace).
+  auto [s, c] = run({"udaddy", "-b", hosts_.addr_a, "-C", "20"},
+                    {"udaddy", "-s", hosts_.addr_a, "-C", "20"}, 60s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  for (const ProcResult* r : {&s, &c}) {
+    EXPECT_EQ(count_lines_with(r->output, "data transfers complete"), 1) << r->output;
+    EXPECT_EQ(count_lines_with(r->output, "return status 0"), 1) << r->output;
+  }
+}
+
+TEST_F(RdmacmNetns, RdmaServerAndClientUseTheSynchronousEndpointApi) {
+  if (!have_program("/usr/bin/rdma_server")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  auto [s, c] = run({"rdma_server", "-s", hosts_.addr_a, "-p", port},
+                    {"rdma_client", "-s", hosts_.addr_a, "-p", port}, 60s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(count_lines_with(c.output, "rdma_client: end 0"), 1) << c.output;
+  EXPECT_EQ(count_lines_with(s.output, "rdma_server: end 0"), 1) << s.output;
+}
+
+struct PerftestCase {
+  const char* program;
+  const char* name;
+};
+
+class RdmacmPerftest : public RdmacmNetns, public ::testing::WithParamInterface<PerftestCase> {};
+
+// perftest -R connects its test QPs with rdma_cm and exchanges its keys over them.
+TEST_P(RdmacmPerftest, ConnectsWithRdmaCmAndReports) {
+  const std::string program = std::string("/usr/bin/") + GetParam().program;
+  if (!have_program(program)) GTEST_SKIP() << "perftest not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  const std::vector<std::string> server = {GetParam().program, "-R", "-n", "500", "-p", port};
+  std::vector<std::string> client = server;
+  client.push_back(hosts_.addr_a);
+  auto [s, c] = run(server, client, 120s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(count_lines_with(c.output, "Device         : uroce_" + hosts_.vb), 1) << c.output;
+  EXPECT_EQ(result_rows(c.output), 1) << c.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Debian, RdmacmPerftest,
+                         ::testing::Values(PerftestCase{"ib_write_bw", "WriteBw"},
+                                           PerftestCase{"ib_send_lat", "SendLat"},
+                                           PerftestCase{"ib_read_bw", "ReadBw"}),
+                         [](const auto& i) { return std::string(i.param.name); });
+
+TEST_F(RdmacmNetns, QperfCm1RcBwAndLatency) {
+  if (!have_program("/usr/bin/qperf")) GTEST_SKIP() << "qperf not installed";
+  const std::string port = std::to_string(hosts_.tcp);
+  Process server(NetnsPair::in(hosts_.ns_a, {"qperf", "-lp", port}), hosts_.env_a);
+  const auto deadline = Clock::now() + 15s;
+  while (!listening_in(server.pid(), hosts_.tcp) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  Process client(NetnsPair::in(hosts_.ns_b, {"qperf", hosts_.addr_a, "-lp", port, "-cm1", "-t", "1",
+                                             "rc_bw", "rc_lat"}),
+                 hosts_.env_b);
+  ProcResult c = client.wait(60s);
+  ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << server.read_output();
+  EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << server.read_output();
+  EXPECT_EQ(count_lines_with(c.output, "rc_bw:"), 1) << c.output;
+  EXPECT_EQ(count_lines_with(c.output, "    bw  =  "), 1) << c.output;
+  EXPECT_EQ(count_lines_with(c.output, "    latency  =  "), 1) << c.output;
+  server.kill_group();
+}
+
+// Several processes share QP1 on one address: two rping servers on two ports and two
+// clients, all in one namespace, at once. REQs reach the process listening on their service
+// ID, replies the process whose communication ID they name (docs/cm.md).
+TEST_F(RdmacmNetns, TwoServersAndTwoClientsOnOneHost) {
+  if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string p1 = std::to_string(hosts_.tcp);
+  const std::string p2 = std::to_string(hosts_.tcp + 1);
+  Process s1(NetnsPair::in(hosts_.ns_a, {"rping", "-s", "-a", hosts_.addr_a, "-p", p1, "-C", "30"}),
+             hosts_.env_a);
+  Process s2(NetnsPair::in(hosts_.ns_a, {"rping", "-s", "-a", hosts_.addr_a, "-p", p2, "-C", "30"}),
+             hosts_.env_a);
+  const auto deadline = Clock::now() + 15s;
+  wait_roce_port(s1, deadline);
+  std::array<ProcResult, 2> results;
+  std::array<std::string, 2> ports = {p1, p2};
+  std::array<bool, 2> done = {false, false};
+  while (!(done[0] && done[1])) {
+    std::vector<std::unique_ptr<Process>> clients;
+    for (int i = 0; i < 2; ++i) {
+      if (done[i]) continue;
+      clients.push_back(std::make_unique<Process>(
+          NetnsPair::in(hosts_.ns_a,
+                        {"rping", "-c", "-a", hosts_.addr_a, "-p", ports[i], "-C", "30", "-v"}),
+          hosts_.env_a));
+    }
+    for (int i = 0, k = 0; i < 2; ++i) {
+      if (done[i]) continue;
+      results[i] = clients[k++]->wait(60s);
+      done[i] = !was_rejected(results[i]) || Clock::now() > deadline;
+    }
+    if (!(done[0] && done[1])) std::this_thread::sleep_for(100ms);
+  }
+  const ProcResult r1 = s1.wait(20s);
+  const ProcResult r2 = s2.wait(20s);
+  for (const ProcResult* r : {&results[0], &results[1]}) {
+    ASSERT_FALSE(r->timed_out) << r->output << "\n--- servers:\n" << r1.output << r2.output;
+    EXPECT_EQ(r->exit_code, 0) << r->output << "\n--- servers:\n" << r1.output << r2.output;
+    EXPECT_EQ(count_lines_with(r->output, "ping data: rdma-ping-"), 30) << r->output;
+  }
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_EQ(r2.exit_code, 0) << r2.output;
+}
+
+std::set<std::string> exports(const std::string& lib) {
+  std::set<std::string> out;
+  FILE* f = popen(("objdump -T " + lib + " 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) {
+    std::istringstream line(buf);
+    std::vector<std::string> cols;
+    for (std::string c; line >> c;) cols.push_back(c);
+    if (cols.size() < 7 || cols[1] != "g" || cols[3] == "*UND*") continue;
+    out.insert(cols[cols.size() - 2] + " " + cols.back());
+  }
+  pclose(f);
+  return out;
+}
+
+TEST(RdmacmAbi, ExportsEverySymbolOfRdmaCoreWithItsVersion) {
+  const std::string debian = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+  if (!have_program("/usr/bin/objdump") || access(debian.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "objdump or Debian's librdmacm1 missing";
+  }
+  const auto want = exports(debian);
+  ASSERT_GT(want.size(), 60u);
+  EXPECT_EQ(want, exports(lib_dir() + "/librdmacm.so.1"));
+}
+
+}  // namespace
+}  // namespace uroce::ibtest
