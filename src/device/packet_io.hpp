@@ -11,6 +11,10 @@
 //                   runs WITHOUT the I/O lock and must touch only what wake() may touch
 //   wake()          interrupts wait() from any thread; a wake with nobody waiting makes the
 //                   next wait() return at once (it is sticky, like an eventfd)
+//   cm_capable(on)  QP1 (CM) steering between processes sharing an address (docs/cm.md):
+//   cm_listen(id,on)  this device runs a CM agent / listens on a CM Service ID, so the
+//                   driver steers QP1 datagrams here; called like maintain(), with the I/O
+//                   lock held. A driver that does not share its addresses ignores them.
 //
 // Packets are RoCE v2 UDP payloads (BTH .. ICRC) with a transport::PacketMeta saying where
 // they come from / go to. rx_burst/tx_burst/maintain run under the device's I/O lock, from
@@ -84,6 +88,15 @@ class PacketIo {
   virtual void maintain() {}
   virtual void wait(Nanos timeout, bool want_write) = 0;  // negative timeout: no limit
   virtual void wake() = 0;
+
+  // QP1 steering (see above). cm_capable(true): QP1 datagrams nobody else claims (a REQ for a
+  // service nobody listens on, another management class) may come here; returns 0 or an
+  // errno. cm_listen(id, true): REQs and SIDR_REQs for Service ID `id` come here; returns 0,
+  // or EADDRINUSE when another process sharing an address listens on `id` (idempotent for
+  // this device); cm_listen(id, false) stops listening and returns 0. The defaults (a driver
+  // with its addresses to itself) accept everything.
+  virtual int cm_capable(bool /*on*/) { return 0; }
+  virtual int cm_listen(uint64_t /*service_id*/, bool /*on*/) { return 0; }
 
   // True when a packet with this source GID (an IP address) can be sent. The GID index of
   // an address vector chooses the source address, so the device refuses an AV whose

@@ -49,6 +49,8 @@ class ImpairedPacketIo final : public device::PacketIo {
   void maintain() override { inner_->maintain(); }
   void wait(Nanos timeout, bool want_write) override;
   void wake() override { inner_->wake(); }
+  int cm_capable(bool on) override { return inner_->cm_capable(on); }
+  int cm_listen(uint64_t service_id, bool on) override { return inner_->cm_listen(service_id, on); }
   [[nodiscard]] bool can_send_from(const device::Gid& source) const override {
     return inner_->can_send_from(source);
   }

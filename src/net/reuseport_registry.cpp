@@ -23,10 +23,16 @@ std::string serialize_registry(const RegistryState& s) {
   std::string out = "uroce-reuseport 1\nepoch " + std::to_string(s.epoch) + "\n";
   char line[256];
   for (const RegistryMember& m : s.members) {
-    std::snprintf(line, sizeof line, "member %d %" PRIu64 " %016" PRIx64 " %u %s %u %" PRIu64 "\n",
+    std::snprintf(line, sizeof line, "member %d %" PRIu64 " %016" PRIx64 " %u %s %u %" PRIu64,
                   static_cast<int>(m.pid), m.start_time, m.token, m.slot,
                   m.addr.to_string().c_str(), m.position, m.verified_epoch);
     out += line;
+    if (m.cm_capable) out += " cm";
+    for (uint64_t service : m.listens) {
+      std::snprintf(line, sizeof line, " listen=%016" PRIx64, service);
+      out += line;
+    }
+    out += '\n';
   }
   return out;
 }
@@ -54,6 +60,20 @@ std::optional<RegistryState> parse_registry(std::string_view text) {
       m.pid = static_cast<pid_t>(pid);
       m.token = std::strtoull(token.c_str(), nullptr, 16);
       m.addr = *ip;
+      std::string extra;
+      while (ls >> extra) {
+        if (extra == "cm") {
+          m.cm_capable = true;
+        } else if (extra.rfind("listen=", 0) == 0) {
+          const std::string hex = extra.substr(7);
+          char* end = nullptr;
+          errno = 0;
+          const uint64_t service = std::strtoull(hex.c_str(), &end, 16);
+          if (hex.empty() || *end != '\0' || errno != 0) return std::nullopt;
+          if (std::find(m.listens.begin(), m.listens.end(), service) == m.listens.end())
+            m.listens.push_back(service);
+        }  // anything else: a newer uroce's field
+      }
       s.members.push_back(m);
     } else if (!kind.empty()) {
       return std::nullopt;
@@ -84,6 +104,24 @@ std::vector<RegistryMember> members_on(const RegistryState& s, const IpAddr& add
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.position < b.position; });
   return out;
+}
+
+const RegistryMember* listener_on(const RegistryState& s, const IpAddr& addr, uint64_t service_id,
+                                  uint64_t except_token) {
+  for (const RegistryMember& m : s.members) {
+    if (m.addr == addr && m.token != except_token &&
+        std::find(m.listens.begin(), m.listens.end(), service_id) != m.listens.end())
+      return &m;
+  }
+  return nullptr;
+}
+
+size_t listener_count_on(const RegistryState& s, const IpAddr& addr) {
+  size_t n = 0;
+  for (const RegistryMember& m : s.members) {
+    if (m.addr == addr) n += m.listens.size();
+  }
+  return n;
 }
 
 std::optional<uint32_t> choose_slot(const RegistryState& s, const IpAddr& addr, int requested) {

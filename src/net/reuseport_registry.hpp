@@ -18,7 +18,14 @@
 // File format (one record per line, whitespace separated):
 //   uroce-reuseport 1
 //   epoch <n>
-//   member <pid> <start_time> <token-hex> <slot> <address> <position> <verified_epoch>
+//   member <pid> <start_time> <token-hex> <slot> <address> <position> <verified_epoch> [cm]
+//          [listen=<service-id-hex>]...
+// The optional trailing fields (QP1 steering: the member runs a CM agent, and the CM Service
+// IDs it listens on; docs/cm.md) go on the member's own line, so they go wherever the member
+// goes (a dead member's listeners are pruned with it), a file without them still parses, and
+// an older uroce, which ignores what follows a member's seventh field, still reads the file
+// instead of taking it for corrupt (it drops the fields when it rewrites the file; their
+// owners put them back at their next maintain()). Unknown trailing fields are ignored.
 #pragma once
 
 #include <sys/types.h>
@@ -42,7 +49,9 @@ struct RegistryMember {
   uint32_t slot = 0;
   IpAddr addr;
   uint32_t position = 0;
-  uint64_t verified_epoch = 0;  // epoch at which this member last proved its position
+  uint64_t verified_epoch = 0;    // epoch at which this member last proved its position
+  bool cm_capable = false;        // runs a CM agent: may receive the QP1 datagrams nobody claims
+  std::vector<uint64_t> listens;  // CM Service IDs it listens on (unique on its address)
   friend bool operator==(const RegistryMember&, const RegistryMember&) = default;
 };
 
@@ -62,6 +71,12 @@ void remove_member_like_kernel(RegistryState& s, size_t index);
 
 // Members on `addr`, sorted by position.
 [[nodiscard]] std::vector<RegistryMember> members_on(const RegistryState& s, const IpAddr& addr);
+
+// The member on `addr` other than the one with `token` that listens on `service_id`, if any.
+[[nodiscard]] const RegistryMember* listener_on(const RegistryState& s, const IpAddr& addr,
+                                                uint64_t service_id, uint64_t except_token);
+// CM Service IDs listened on `addr`, all members together.
+[[nodiscard]] size_t listener_count_on(const RegistryState& s, const IpAddr& addr);
 
 // A slot for a new member on `addr`: `requested` (>= 0) if no member on `addr` has it;
 // otherwise (requested < 0) the lowest slot no member on any address has, so that one device

@@ -151,6 +151,33 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
   return done;
 }
 
+int UdpPacketIo::cm_capable(bool on) {
+  int rc = 0;
+  for (auto& p : ports_) {
+    if (int r = p->set_cm_capable(on); r != 0 && rc == 0) rc = r;
+  }
+  return rc;
+}
+
+int UdpPacketIo::cm_listen(uint64_t service_id, bool on) {
+  if (!on) {
+    for (auto& p : ports_) p->unlisten_service(service_id);
+    return 0;
+  }
+  std::vector<UdpPort*> added;
+  for (auto& p : ports_) {
+    const auto& listened = p->listened_services();
+    if (std::find(listened.begin(), listened.end(), service_id) != listened.end()) continue;
+    if (int r = p->listen_service(service_id); r != 0) {
+      // All addresses or none: undo the ports this call added it to.
+      for (UdpPort* q : added) q->unlisten_service(service_id);
+      return r;
+    }
+    added.push_back(p.get());
+  }
+  return 0;
+}
+
 void UdpPacketIo::maintain() {
   for (auto& p : ports_) p->maintain();
 }

@@ -50,6 +50,10 @@ class UdpPacketIo final : public device::PacketIo {
   void maintain() override;  // repairs each shared port's reuseport group
   void wait(Nanos timeout, bool want_write) override;
   void wake() override;
+  // On every port (address) of the device; a listen refused on one address is undone on the
+  // others and its errno returned.
+  int cm_capable(bool on) override;
+  int cm_listen(uint64_t service_id, bool on) override;
   [[nodiscard]] bool can_send_from(const device::Gid& source) const override;
   [[nodiscard]] device::PathReport path_report(const device::Gid& peer) const override;
   [[nodiscard]] device::IoCounters io_counters() const override;

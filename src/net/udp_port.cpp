@@ -255,19 +255,27 @@ void UdpPort::join_group_locked(RegistryState& state) {
   remember_group(state);
 }
 
-void UdpPort::attach_program(const RegistryState& state) {
+int UdpPort::attach_program(const RegistryState& state) {
   std::vector<SteeringEntry> entries;
-  for (const RegistryMember& m : members_on(state, config_.local))
-    entries.push_back({m.slot, m.position});
-  std::vector<sock_filter> prog = build_steering_program(entries);
+  std::vector<CmListenerEntry> listeners;
+  for (const RegistryMember& m : members_on(state, config_.local)) {
+    entries.push_back({m.slot, m.position, m.cm_capable});
+    for (uint64_t service : m.listens) listeners.push_back({service, m.position});
+  }
+  std::vector<sock_filter> prog = build_steering_program(entries, listeners);
   sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
-  setsockopt(fd_, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog, sizeof fprog);
+  last_attach_error_ =
+      setsockopt(fd_, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog, sizeof fprog) == 0 ? 0 : errno;
+  return last_attach_error_;
 }
 
 void UdpPort::remember_group(const RegistryState& state) {
   slot_owned_by_other_.fill(false);
+  services_of_others_.clear();
   for (const RegistryMember& m : members_on(state, config_.local)) {
-    if (m.token != token_) slot_owned_by_other_[m.slot] = true;
+    if (m.token == token_) continue;
+    slot_owned_by_other_[m.slot] = true;
+    services_of_others_.insert(m.listens.begin(), m.listens.end());
   }
   watch_members(state);
 }
@@ -380,7 +388,22 @@ std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
 void UdpPort::reconcile(bool force_verify) {
   if (!registry_ || fd_ < 0) return;
   auto lock = registry_->lock();
+  reconcile_locked(force_verify);
+}
+
+void UdpPort::reconcile_locked(bool force_verify) {
   RegistryState state = registry_->load();
+  // Our own QP1 records are ours to say: a change of them (listen_service, or an older uroce
+  // that rewrote the file without them) is no repair.
+  for (RegistryMember& m : state.members) {
+    if (m.token != token_) continue;
+    m.cm_capable = cm_capable_;
+    m.listens.clear();
+    for (uint64_t service : listens_) {
+      if (listener_on(state, config_.local, service, token_) == nullptr)
+        m.listens.push_back(service);
+    }
+  }
   const RegistryState before = state;
   prune_dead_members(state);
   last_prune_ns_ = mono_ns();
@@ -396,6 +419,11 @@ void UdpPort::reconcile(bool force_verify) {
     m.slot = *slot_;
     m.addr = config_.local;
     m.position = position_.value_or(0);
+    m.cm_capable = cm_capable_;
+    for (uint64_t service : listens_) {
+      if (listener_on(state, config_.local, service, token_) == nullptr)
+        m.listens.push_back(service);
+    }
     state.members.push_back(m);
     ++state.epoch;
     me = state.members.end() - 1;
@@ -427,6 +455,42 @@ void UdpPort::reconcile(bool force_verify) {
   remember_group(state);
   if (!(state == before)) ++counters_.reuseport_repairs;
   registry_->store(state);
+}
+
+int UdpPort::set_cm_capable(bool on) {
+  if (cm_capable_ == on) return 0;
+  cm_capable_ = on;
+  reconcile(false);
+  return 0;
+}
+
+int UdpPort::listen_service(uint64_t service_id) {
+  if (std::find(listens_.begin(), listens_.end(), service_id) != listens_.end()) return 0;
+  if (!registry_ || fd_ < 0) {
+    listens_.push_back(service_id);
+    return 0;
+  }
+  auto lock = registry_->lock();
+  RegistryState state = registry_->load();
+  prune_dead_members(state);  // a dead member's listeners do not count (reconcile stores this)
+  if (listener_on(state, config_.local, service_id, token_) != nullptr) return EADDRINUSE;
+  if (listener_count_on(state, config_.local) >= kMaxCmListeners) return ENOSPC;
+  listens_.push_back(service_id);
+  reconcile_locked(false);
+  if (last_attach_error_ != 0) {
+    // The kernel refused the longer program (net.core.optmem_max): back to the last one.
+    listens_.pop_back();
+    reconcile_locked(false);
+    return ENOSPC;
+  }
+  return 0;
+}
+
+void UdpPort::unlisten_service(uint64_t service_id) {
+  auto it = std::find(listens_.begin(), listens_.end(), service_id);
+  if (it == listens_.end()) return;
+  listens_.erase(it);
+  reconcile(false);
 }
 
 void UdpPort::maintain() {
@@ -717,6 +781,17 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   if (!dqpn) return true;  // a runt: the engine counts it
   // The multicast QPN belongs to no process's slot; every engine counts it as such.
   if (*dqpn == kMulticastQpn) return true;
+  if (*dqpn == kGsiQpn) {
+    // QP1: ours unless the program's rule names another live member (a REQ for its service,
+    // a reply carrying its slot): then the kernel's positions and the program disagree.
+    const Qp1Target t = qp1_route_of(payload);
+    const bool others =
+        (t.route == Qp1Route::kService && services_of_others_.count(t.service_id) != 0) ||
+        (t.route == Qp1Route::kSlot && t.slot != *slot_ && slot_owned_by_other_[t.slot]);
+    if (!others) return true;
+    ++counters_.rx_drop_misdelivered;
+    return false;
+  }
   const uint32_t slot = slot_of_qpn(*dqpn);
   if (slot == *slot_) return true;
   if (slot_owned_by_other_[slot]) {

@@ -16,6 +16,8 @@
 // owning its destination QP's slot (reuseport_program.hpp), positions are tracked in a
 // registry file (reuseport_registry.hpp), and crashed members are repaired when anyone
 // joins, leaves, sees a misdelivered datagram, or runs maintain() (wait() does).
+// Datagrams to QP1 (CM MADs) are steered by their content: set_cm_capable() and
+// listen_service() record in the registry where they should go (docs/cm.md).
 //
 // UDP source ports: RoCE v2 puts per-QP entropy in the source port (0xC000-0xFFFF). A
 // datagram whose sport differs from the bound port goes out of a send-only socket bound to
@@ -173,6 +175,27 @@ class UdpPort {
   // exited (pidfd), prunes dead members, re-verifies this member's position after a crash.
   // Cheap when nothing changed (one poll, one pread). No-op for an unshared port.
   void maintain();
+  // QP1 (CM) steering between the members of this address's group (docs/cm.md). Each change
+  // takes the registry lock, updates this member's record and re-attaches the group's
+  // program; the other members pick it up at their next maintain(), like a membership
+  // change. On an unshared port these only remember the setting (everything is ours) and
+  // return 0.
+  //
+  // CM-capable: this member runs a CM agent that answers the QP1 datagrams nobody claims (a
+  // REQ for a service nobody listens on gets REJ 8). The lowest-slot CM-capable member of
+  // the address receives them; with none, slot 0's owner does. Returns 0.
+  int set_cm_capable(bool on);
+  // REQs and SIDR_REQs for `service_id` on this address come to this member. 0 on success
+  // (also when this member listens on it already: listening is idempotent); EADDRINUSE when
+  // another live member on this address listens on it; ENOSPC when the address has
+  // kMaxCmListeners listeners already or the kernel refuses the longer program (ENOMEM:
+  // net.core.optmem_max; reuseport_program.hpp), and nothing changed.
+  int listen_service(uint64_t service_id);
+  // Stops listening (no-op when not listening).
+  void unlisten_service(uint64_t service_id);
+  [[nodiscard]] bool cm_capable() const { return cm_capable_; }
+  [[nodiscard]] const std::vector<uint64_t>& listened_services() const { return listens_; }
+
   // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
   void drain_errors() { (void)drain_error_queue(fd_, config_.path_log); }
 
@@ -207,8 +230,10 @@ class UdpPort {
   NetError bind_error(int err) const;
   void join_group_locked(RegistryState& state);
   void reconcile(bool force_verify);
+  void reconcile_locked(bool force_verify);  // with the registry lock held
   std::optional<uint32_t> probe_position(size_t group_size);
-  void attach_program(const RegistryState& state);
+  // 0, or the errno of SO_ATTACH_REUSEPORT_CBPF (also kept in last_attach_error_).
+  int attach_program(const RegistryState& state);
   void remember_group(const RegistryState& state);
   void watch_members(const RegistryState& state);
   [[nodiscard]] bool a_watched_member_exited() const;
@@ -253,6 +278,10 @@ class UdpPort {
   std::optional<uint32_t> slot_;
   std::optional<uint32_t> position_;
   std::array<bool, kSlotCount> slot_owned_by_other_{};  // snapshot of the live group
+  std::unordered_set<uint64_t> services_of_others_;     // the other members' CM listeners
+  bool cm_capable_ = false;                             // this member's QP1 records
+  std::vector<uint64_t> listens_;
+  int last_attach_error_ = 0;
   // pidfds of the other members' processes: readable when one exits, so a crash is noticed
   // at the next wait()/maintain() instead of at the next misdelivered datagram.
   std::unordered_map<pid_t, int> member_pidfds_;

@@ -44,7 +44,8 @@ TEST(QpnSlots, DestQpnNeedsAFullBth) {
 TEST(SteeringProgram, MapsSlotsToPositions) {
   const std::vector<SteeringEntry> entries = {{0, 1}, {5, 0}, {63, 2}};
   const auto prog = build_steering_program(entries);
-  EXPECT_EQ(prog.size(), 6u + 2 * entries.size() + 1);
+  // Probe 4, QPN-1 check 4, slot rule 2 + 2n + 1, QP1 rule 14 + 2n + 1, no listeners 1.
+  EXPECT_EQ(prog.size(), 27u + 4 * entries.size());
   EXPECT_EQ(run_steering_program(prog, bth_to(0x000123)), 1u);
   EXPECT_EQ(run_steering_program(prog, bth_to((5u << 18) | 7)), 0u);
   EXPECT_EQ(run_steering_program(prog, bth_to(0xFFFFFE)), 2u);

@@ -55,6 +55,77 @@ TEST(Registry, SerializeParseRoundTrip) {
   EXPECT_FALSE(parse_registry("uroce-reuseport 1\nmember 1 2\n").has_value());
 }
 
+TEST(Registry, CmRecordsRoundTripOnTheMembersLine) {
+  RegistryState s;
+  s.epoch = 5;
+  s.members = {member(11, 0, "127.0.0.1", 0), member(12, 1, "127.0.0.1", 1),
+               member(13, 2, "fd00::2", 0)};
+  s.members[0].cm_capable = true;
+  s.members[1].listens = {0x0000000001061C06ULL, 0xFEDCBA9876543210ULL};
+  s.members[2].cm_capable = true;
+  s.members[2].listens = {0x0000000001064853ULL};
+  const std::string text = serialize_registry(s);
+  EXPECT_NE(text.find("member 11 1011 000000000000abcb 0 127.0.0.1 0 3 cm\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("member 12 1012 000000000000abcc 1 127.0.0.1 1 3 "
+                      "listen=0000000001061c06 listen=fedcba9876543210\n"),
+            std::string::npos)
+      << text;
+  auto back = parse_registry(text);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, s);
+  // A malformed service ID makes the file corrupt; an unknown trailing field (a newer
+  // uroce's) is ignored.
+  EXPECT_FALSE(
+      parse_registry("uroce-reuseport 1\nmember 1 2 ab 0 127.0.0.1 0 0 listen=xyz\n").has_value());
+  auto newer = parse_registry("uroce-reuseport 1\nmember 1 2 ab 0 127.0.0.1 0 0 future=1 cm\n");
+  ASSERT_TRUE(newer.has_value());
+  ASSERT_EQ(newer->members.size(), 1u);
+  EXPECT_TRUE(newer->members[0].cm_capable);
+}
+
+TEST(Registry, FileWithoutCmRecordsStillParses) {
+  // What uroce wrote before QP1 steering: no member is CM-capable or listens.
+  const char* old =
+      "uroce-reuseport 1\nepoch 9\n"
+      "member 4242 777 00000000deadbeef 3 127.0.0.1 0 9\n"
+      "member 4243 778 00000000deadbef0 4 ::1 0 8\n";
+  auto s = parse_registry(old);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->epoch, 9u);
+  ASSERT_EQ(s->members.size(), 2u);
+  EXPECT_EQ(s->members[0].token, 0xdeadbeefULL);
+  EXPECT_EQ(s->members[1].slot, 4u);
+  for (const auto& m : s->members) {
+    EXPECT_FALSE(m.cm_capable);
+    EXPECT_TRUE(m.listens.empty());
+  }
+  EXPECT_EQ(serialize_registry(*s), old);  // and is written back unchanged
+}
+
+TEST(Registry, ListenersArePerAddressAndGoWithTheirDeadMember) {
+  RegistryState s;
+  s.members = {member(1, 0, "127.0.0.1", 0), member(2, 1, "127.0.0.1", 1),
+               member(3, 2, "192.0.2.2", 0)};
+  s.members[0].listens = {0x100};
+  s.members[1].listens = {0x200, 0x300};
+  s.members[2].listens = {0x100};
+  const uint64_t token1 = s.members[0].token;
+  const uint64_t token2 = s.members[1].token;
+  ASSERT_NE(listener_on(s, ip("127.0.0.1"), 0x100, token2), nullptr);
+  EXPECT_EQ(listener_on(s, ip("127.0.0.1"), 0x100, token2)->pid, 1);
+  EXPECT_EQ(listener_on(s, ip("127.0.0.1"), 0x100, token1), nullptr);  // only itself
+  EXPECT_EQ(listener_on(s, ip("127.0.0.1"), 0x400, 0), nullptr);
+  EXPECT_EQ(listener_on(s, ip("192.0.2.2"), 0x100, token1)->pid, 3);  // another address
+  EXPECT_EQ(listener_count_on(s, ip("127.0.0.1")), 3u);
+  EXPECT_EQ(listener_count_on(s, ip("192.0.2.2")), 1u);
+  auto alive = [](pid_t pid, uint64_t) { return pid != 2; };
+  EXPECT_EQ(prune_dead_members(s, alive), 1u);
+  EXPECT_EQ(listener_on(s, ip("127.0.0.1"), 0x200, 0), nullptr);
+  EXPECT_EQ(listener_count_on(s, ip("127.0.0.1")), 1u);
+  EXPECT_EQ(serialize_registry(s).find("listen=0000000000000200"), std::string::npos);
+}
+
 TEST(Registry, RemovalMovesTheLastMemberLikeTheKernel) {
   RegistryState s;
   s.members = {member(1, 0, "127.0.0.1", 0), member(2, 1, "127.0.0.1", 1),
