@@ -103,12 +103,6 @@ class PacketIo {
   // source this driver cannot send from. Thread-safe.
   [[nodiscard]] virtual bool can_send_from(const Gid& source) const = 0;
 
-  // QP1 steering between the processes sharing an address (src/net: the reuseport program).
-  // cm_capable: this process runs a CM agent, so CM requests nobody listens on may come here
-  // to be refused; cm_listen: REQs and SIDR_REQs for service_id come here (EADDRINUSE when
-  // another process has it). 0 or an errno value; a driver that shares nothing needs neither.
-  virtual int cm_capable(bool /*on*/) { return 0; }
-  virtual int cm_listen(uint64_t /*service_id*/, bool /*on*/) { return 0; }
 
   // Thread-safe; read when explaining a stall and when publishing counters, never per packet.
   [[nodiscard]] virtual PathReport path_report(const Gid& /*peer*/) const { return {}; }
