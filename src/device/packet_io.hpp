@@ -103,7 +103,6 @@ class PacketIo {
   // source this driver cannot send from. Thread-safe.
   [[nodiscard]] virtual bool can_send_from(const Gid& source) const = 0;
 
-
   // Thread-safe; read when explaining a stall and when publishing counters, never per packet.
   [[nodiscard]] virtual PathReport path_report(const Gid& /*peer*/) const { return {}; }
   [[nodiscard]] virtual IoCounters io_counters() const { return {}; }

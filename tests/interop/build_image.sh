@@ -69,9 +69,11 @@ done <"$work/want.txt"
 kver="$(ls "$root/lib/modules")"
 # Only the modules the guest loads, in dependency order (modprobe from the guest's own kmod).
 # rdma_rxe asks the crypto API for "crc32" at link creation (no module dependency), so
-# crc32_generic is named explicitly.
+# crc32_generic is named explicitly. rdma_ucm (/dev/infiniband/rdma_cm, with rdma_cm and
+# ib_cm under it) is the kernel rdma_cm that rdmacm-utils and perftest -R use.
 chroot "$root" /sbin/depmod "$kver"
-chroot "$root" /sbin/modprobe -S "$kver" -a --show-depends virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs |
+chroot "$root" /sbin/modprobe -S "$kver" -a --show-depends virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs \
+  rdma_ucm |
   awk '$1=="insmod"{print $2}' | awk '!seen[$0]++' >"$work/modules.txt"
 mkdir -p "$work/keep"
 while IFS= read -r m; do
@@ -96,7 +98,8 @@ chmod 0755 "$root/init"
 
 {
   echo "kernel $kver"
-  for p in linux-image-amd64 libibverbs1 ibverbs-providers ibverbs-utils perftest iproute2 python3; do
+  for p in linux-image-amd64 libibverbs1 ibverbs-providers ibverbs-utils librdmacm1 rdmacm-utils perftest \
+    iproute2 python3; do
     grep "^$p=" "$work/all.txt" || true
   done
 } >"$work/versions.txt"

@@ -4,6 +4,15 @@ A case has a server and a client; `server` names the side the server runs on ("g
 in the VM with Debian's binaries, "host" = uroce). The host side is either `uroce pingpong`
 (dropin False) or Debian's binary over uroce's libibverbs.so.1 (dropin True,
 LD_LIBRARY_PATH=build/lib).
+
+`ready` says how the harness knows the server is up before it starts the client: "tcp" waits
+for the server's TCP port (every verbs program here exchanges its QP numbers over TCP);
+"rdma_cm" is for programs that connect with rdma_cm (rdmacm-utils, perftest -R), whose
+servers listen on no TCP port: the harness waits for UDP 4791 on the host (uroce's device is
+open) or a short moment in the guest, and runs the client again while it is REJECTED (REJ 8,
+"invalid service ID": the CM on the server's side, kernel or uroce, answers it for a port
+nobody listens on yet). "{ip}" in a command is the server's address; a client command
+without it gets the address appended.
 """
 import re
 
@@ -16,31 +25,40 @@ GID = 1  # rxe-style GID table: index 1 is the IPv4-mapped address on both sides
 
 class Case:
     def __init__(self, name, server, guest_cmd, host_cmd, dropin, tcp_port, checks,
-                 timeout=90, loss_percent=0, loss_until_bytes=0):
+                 timeout=90, loss_percent=0, loss_until_bytes=0, ready="tcp"):
         self.name = name
+        self.ready = ready
         self.server = server
         self.guest_cmd = guest_cmd
         self.host_cmd = host_cmd
         self.dropin = dropin
         self.tcp_port = tcp_port
-        self.checks = checks  # [(side, regex)] that must match that side's stdout+stderr
+        # [(side, regex)] that must match that side's stdout+stderr; (side, regex, n): exactly
+        # n matches (0: never)
+        self.checks = checks
         self.timeout = timeout
         self.loss_percent = loss_percent
         # Nonzero: the loss applies to the first this many IP bytes of RoCE traffic in each
         # direction only (an nftables quota), so the end of the run is loss free.
         self.loss_until_bytes = loss_until_bytes
 
-    def server_cmd(self):
-        return self.guest_cmd if self.server == "guest" else self.host_cmd
+    def server_cmd(self, server_ip):
+        return (self.guest_cmd if self.server == "guest" else self.host_cmd).replace("{ip}", server_ip)
 
     def client_cmd(self, server_ip):
-        return (self.host_cmd if self.server == "guest" else self.guest_cmd) + " " + server_ip
+        cmd = self.host_cmd if self.server == "guest" else self.guest_cmd
+        return cmd.replace("{ip}", server_ip) if "{ip}" in cmd else cmd + " " + server_ip
 
     def check(self, server, client):
         problems = []
-        for side, regex in self.checks:
+        for side, regex, *count in self.checks:
             res = server if side == "server" else client
-            if not re.search(regex, res["out"] + res["err"], re.M):
+            text = res["out"] + res["err"]
+            if count:  # (side, regex, n): exactly n matches
+                n = len(re.findall(regex, text, re.M))
+                if n != count[0]:
+                    problems.append("%s output has /%s/ %d times, not %d" % (side, regex, n, count[0]))
+            elif not re.search(regex, text, re.M):
                 problems.append("%s output lacks /%s/" % (side, regex))
         return problems
 
@@ -164,6 +182,44 @@ def imm_cases(loss=0):
     return out
 
 
+def rdmacm_cases():
+    """rdma_cm programs: the host side is Debian's binary over uroce's librdmacm.so.1 and
+    libibverbs.so.1 (drop-ins), which speak the IB CM on QP1 themselves; the guest side is
+    the kernel's rdma_cm (rdma_ucm) on rxe0. Every connection is REQ/REP/RTU and
+    DREQ/DREP (SIDR REQ/REP for udaddy) between the two CMs, in the capture."""
+    out = []
+    # (name, server command, client command, checks)
+    progs = []
+    port = next_port()
+    # rping: per ping the server RDMA-READs the client's buffer and RDMA-WRITEs it back, and
+    # the client compares every byte; -v prints each ping. The server exits 0 once the
+    # client has disconnected (DREQ/DREP).
+    progs.append(("rping", "rping -s -a {ip} -p %d -C 20" % port,
+                  "rping -c -a {ip} -p %d -C 20 -v" % port,
+                  [("client", r"^ping data: rdma-ping-\d+: ", 20),
+                   ("client", r"^ping data: rdma-ping-19: ", 1),
+                   ("server", r"error", 0), ("client", r"error", 0)]))
+    for tool, size, iters in (("ib_write_bw", 65536, 300), ("ib_send_lat", 8, 200)):
+        port = next_port()
+        cmd = "%s -R -s %d -n %d -p %d -F" % (tool, size, iters, port)
+        checks = [("client", r"^\s*%d\s+%d\s+\d" % (size, iters))]
+        progs.append((tool + "-R", cmd, cmd, checks))
+    port = next_port()
+    # ucmatose: two RC connections, 20 SENDs each way on each.
+    ucm = [(side, r"data transfers complete") for side in ("server", "client")]
+    ucm += [(side, r"return status 0") for side in ("server", "client")]
+    progs.append(("ucmatose", "ucmatose -b {ip} -p %d -c 2 -C 20" % port,
+                  "ucmatose -s {ip} -p %d -c 2 -C 20" % port, ucm))
+    # udaddy: SIDR REQ/REP resolves the UD QP behind the service (always port 7174).
+    progs.append(("udaddy", "udaddy -b {ip} -C 20", "udaddy -s {ip} -C 20", ucm))
+    for name, scmd, ccmd, checks in progs:
+        for server in ("guest", "host"):
+            guest, host = (scmd, ccmd) if server == "guest" else (ccmd, scmd)
+            out.append(Case("rdmacm-%s-%s_server" % (name, server), server, guest, host, True,
+                            None, checks, timeout=60, ready="rdma_cm"))
+    return out
+
+
 def matrix(subset=False):
     _port[0] = 18600
     if subset:
@@ -174,11 +230,13 @@ def matrix(subset=False):
                 + imm_cases()[:2] + [c for c in imm_cases() if c.name.startswith("mw_")]
                 + [c for c in pingpong_cases(loss=5, only=("rc",))]
                 + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw",), loss=5, iters=200)
+                + [c for c in rdmacm_cases() if "rping" in c.name or "ib_write_bw" in c.name]
                 + kernel_tools.cases())
     return (pingpong_cases() + perftest_cases() + imm_cases()
             + pingpong_cases(loss=5, only=("rc",))
             + perftest_cases(mtus=(1024,), sizes=(65536,), tests=("ib_write_bw", "ib_read_bw"),
                              loss=5, iters=200)
             + imm_cases(loss=5)
+            + rdmacm_cases()
             # Last: the earlier cases have moved rxe0's counters for `uroce stat` to show.
             + kernel_tools.cases())

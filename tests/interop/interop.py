@@ -171,6 +171,23 @@ class Harness:
         r = subprocess.run(["ss", "-Hltn", "sport = :%d" % port], capture_output=True, text=True)
         return bool(r.stdout.strip())
 
+    def host_udp_bound(self, port):
+        r = subprocess.run(["ss", "-Hlun", "sport = :%d" % port], capture_output=True, text=True)
+        return bool(r.stdout.strip())
+
+    @staticmethod
+    def rejected(res):
+        """An rdma_cm client that the server's CM rejected (REJ): rping prints "cma event
+        RDMA_CM_EVENT_REJECTED, error 8", perftest "Event: RDMA_CM_EVENT_REJECTED; error: 8."."""
+        return (not res["timed_out"] and res["rc"] != 0
+                and "RDMA_CM_EVENT_REJECTED" in res["out"] + res["err"])
+
+    @staticmethod
+    def server_exited(guest, case, job):
+        if case.server == "host":
+            return job.proc.poll() is not None
+        return False  # the guest agent has no poll; the deadline bounds the retries
+
     def guest_listening(self, guest, port):
         return bool(guest.run("ss -Hltn 'sport = :%d'" % port, 10)["out"].strip())
 
@@ -194,8 +211,9 @@ class Harness:
             subprocess.run(["nft", "-f", "-"], input=nft, text=True, check=True)
         t0 = time.time()
         try:
-            server_cmd = case.server_cmd()
-            client_cmd = case.client_cmd(GUEST_IP if case.server == "guest" else HOST_IP)
+            server_ip = GUEST_IP if case.server == "guest" else HOST_IP
+            server_cmd = case.server_cmd(server_ip)
+            client_cmd = case.client_cmd(server_ip)
             host_env = dict(self.env if case.dropin else self.plain_env)
             if case.loss_percent:
                 # The output rule drops skbs, and a UDP GSO message is one skb there: per-packet
@@ -206,16 +224,35 @@ class Harness:
             else:
                 hj = HostJob(server_cmd, host_env)
             end = time.time() + 20
-            while time.time() < end:
-                up = (self.guest_listening(guest, case.tcp_port) if case.server == "guest"
-                      else self.host_listening(case.tcp_port))
-                if up:
-                    break
-                time.sleep(0.2)
-            if case.server == "guest":
-                client = HostJob(client_cmd, host_env).wait(case.timeout)
+            if case.ready == "rdma_cm":
+                # No TCP port to wait for. On the host: uroce's device (and with it the CM
+                # agent on QP1) is up once UDP 4791 is bound in the namespace. In the guest
+                # the kernel CM is always up; a moment for the program to start listening.
+                # Either way a client that comes too early is REJECTED and runs again.
+                if case.server == "guest":
+                    time.sleep(0.5)
+                else:
+                    while time.time() < end and not self.host_udp_bound(4791):
+                        time.sleep(0.1)
             else:
-                client = guest.run(client_cmd, case.timeout)
+                while time.time() < end:
+                    up = (self.guest_listening(guest, case.tcp_port) if case.server == "guest"
+                          else self.host_listening(case.tcp_port))
+                    if up:
+                        break
+                    time.sleep(0.2)
+            rejected_runs = 0
+            while True:
+                if case.server == "guest":
+                    client = HostJob(client_cmd, host_env).wait(case.timeout)
+                else:
+                    client = guest.run(client_cmd, case.timeout)
+                if (case.ready == "rdma_cm" and self.rejected(client) and time.time() < end
+                        and not self.server_exited(guest, case, sj if case.server == "guest" else hj)):
+                    rejected_runs += 1
+                    time.sleep(0.3)
+                    continue
+                break
             # A failed client leaves the server waiting for ever: give it a moment, not the budget.
             server_budget = case.timeout if client["rc"] == 0 and not client["timed_out"] else 5
             if case.server == "guest":
@@ -244,6 +281,7 @@ class Harness:
         problems += dump["problems"]
         return {"name": case.name, "ok": not problems, "problems": problems,
                 "seconds": round(elapsed, 1), "packets": dump["packets"],
+                "rejected_runs": rejected_runs,
                 "server": server, "client": client, "pcap": pcap, "retransmits": dump["retransmits"],
                 "capture_drops": capture_drops}
 
@@ -396,6 +434,8 @@ def main():
             results.append(res)
             status = "PASS" if res["ok"] else "FAIL"
             extra = " repeated=%d" % res["retransmits"] if case.loss_percent else ""
+            if res.get("rejected_runs"):
+                extra += " (client REJECTED %d time(s) before the server listened)" % res["rejected_runs"]
             if res.get("capture_drops"):
                 extra += " (tcpdump dropped %d)" % res["capture_drops"]
             print("%s %-58s %5.1fs %6d pkts%s" % (status, case.name, res["seconds"], res["packets"], extra))
