@@ -267,6 +267,13 @@ Status CmAgent::disconnect(TimePoint now, CmId id) {
   return Status(EINVAL, "disconnect: the connection is not established");
 }
 
+void CmAgent::forget_request(CmId id) {
+  const Conn* c = find(id);
+  if (c != nullptr && (c->state == CmState::kReqRcvd || c->state == CmState::kSidrReqRcvd)) {
+    erase(id);
+  }
+}
+
 void CmAgent::destroy(TimePoint now, CmId id) {
   Conn* c = find(id);
   if (c == nullptr) return;

@@ -128,6 +128,10 @@ class CmAgent {
   Status sidr_reply(CmId id, SidrRep rep);
   // Drops the connection, telling the peer what Linux's cm_destroy_id does for the state.
   void destroy(TimePoint now, CmId id);
+  // A request (REQ_RCVD or SIDR_REQ_RCVD) nobody will answer is forgotten without a word, so
+  // the peer's resend is taken as new: what the kernel does when rdma_cm's backlog is full
+  // (the consumer's -ENOMEM makes cm_destroy_id send nothing). Other states are left alone.
+  void forget_request(CmId id);
 
   void on_mad(TimePoint now, const Gid& from, std::span<const uint8_t> mad);
   void on_timer(TimePoint now);

@@ -63,6 +63,10 @@ void Runtime::on_request(CmDevice& dev, const cm::CmEvent& e) {
   const auto hdr = cm::decode_cma_header(pdata);
   const bool ud_listener = listener->id.qp_type == IBV_QPT_UD;
   if (!hdr || ud != ud_listener) return refuse();
+  if (listener->queued_requests >= listener->backlog) {
+    dev.agent->forget_request(e.id);  // the kernel's -ENOMEM: nothing sent, the peer resends
+    return;
+  }
   sockaddr_storage local{};
   sockaddr_storage remote{};
   const uint64_t service_id =
@@ -147,6 +151,7 @@ void Runtime::on_request(CmDevice& dev, const cm::CmEvent& e) {
     p.qp_num = req.local_qpn;
   }
   dev.conns[e.id] = child;
+  ++listener->queued_requests;
   push_event(*listener, ev);
 }
 

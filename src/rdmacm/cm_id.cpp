@@ -254,7 +254,22 @@ int rdma_destroy_id(rdma_cm_id* id) {
     const std::pair<uint16_t, uint16_t> key{static_cast<uint16_t>(id->ps), p.port};
     if (auto it = rt.ports.find(key); it != rt.ports.end() && it->second == &p) rt.ports.erase(it);
   }
-  drop_queued_events(p);
+  // Requests that came for a listener and were never fetched: their peers get what the
+  // kernel sends when it destroys such an id (REJ 28).
+  const std::vector<IdPriv*> orphans = drop_queued_events(p);
+  if (!orphans.empty()) {
+    Runtime& rt = Runtime::get();
+    std::lock_guard lock(rt.mu);
+    for (IdPriv* child : orphans) {
+      if (child->has_cm) {
+        child->dev->agent->destroy(Runtime::now(), child->cm_id);
+        child->dev->conns.erase(child->cm_id);
+        rt.drain(*child->dev);
+      }
+      if (child->sync) destroy_channel(channel_of(child->id.channel));
+      delete child;
+    }
+  }
   if (id->event != nullptr) {
     rdma_ack_cm_event(id->event);
     id->event = nullptr;
@@ -374,7 +389,7 @@ int rdma_resolve_route(rdma_cm_id* id, int /*timeout*/) {
   return complete_sync(p);
 }
 
-int rdma_listen(rdma_cm_id* id, int /*backlog*/) {
+int rdma_listen(rdma_cm_id* id, int backlog) {
   if (id == nullptr) return fail(EINVAL);
   IdPriv& p = *priv_of(id);
   if (p.state == IdState::kIdle) {
@@ -387,6 +402,9 @@ int rdma_listen(rdma_cm_id* id, int /*backlog*/) {
   std::lock_guard lock(rt.mu);
   if (p.state != IdState::kBound) return fail(EINVAL);
   p.service_id = cm::ip_service_id(static_cast<uint16_t>(id->ps), p.port);
+  // ucma's: a backlog of 0, negative or beyond net.rdma_ucm.max_backlog (1024) is 1024.
+  constexpr int kMaxBacklog = 1024;
+  p.backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
   std::vector<CmDevice*> devices;
   if (p.dev != nullptr) {
     devices.push_back(p.dev);

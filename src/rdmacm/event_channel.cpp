@@ -93,16 +93,21 @@ void push_event(IdPriv& to, Event* e) {
   eventfd_write(ch->ch.fd, 1);
 }
 
-void drop_queued_events(IdPriv& id) {
+std::vector<IdPriv*> drop_queued_events(IdPriv& id) {
+  std::vector<IdPriv*> orphans;
   Channel* ch = channel_of(id.id.channel);
-  if (ch == nullptr) return;
+  if (ch == nullptr) return orphans;
   std::lock_guard lock(ch->mu);
   std::erase_if(ch->queue, [&](Event* e) {
     if (e->owner != &id && e->ev.id != &id.id) return false;
+    if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.id != &id.id) {
+      orphans.push_back(priv_of(e->ev.id));
+    }
     delete e;
     return true;
   });
   if (ch->queue.empty()) drain_fd(ch->ch.fd);
+  return orphans;
 }
 
 void wait_events_acked(IdPriv& id) {
@@ -149,6 +154,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         e = ch->queue.front();
         ch->queue.pop_front();
         if (ch->queue.empty()) drain_fd(ch->ch.fd);
+        if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) --e->owner->queued_requests;
         std::lock_guard count(g_count_mu);
         ++e->owner->events_reported;
       }

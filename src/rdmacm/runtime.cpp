@@ -90,6 +90,15 @@ Runtime::~Runtime() {
   {
     std::lock_guard lock(mu);
     stop_ = true;
+    // What the kernel does when a process exits with connections open (its rdma_cm file
+    // closes): cm_destroy_id for each, so peers hear a DREQ or REJ now instead of finding
+    // out by timeouts.
+    for (auto& d : devices) {
+      for (const auto& [cm_id, id] : d->conns) d->agent->destroy(now(), cm_id);
+      d->conns.clear();
+      cm::OutMad out;
+      while (d->agent->poll_out(out)) send_mad(*d, out);
+    }
   }
   eventfd_write(wake_fd_, 1);
   if (thread_.joinable()) thread_.join();

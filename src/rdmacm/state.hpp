@@ -21,6 +21,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -113,6 +114,10 @@ struct IdPriv {
   std::optional<ibv_qp_init_attr> ep_qp_init_attr;  // rdma_create_ep on a passive endpoint
   std::vector<uint8_t> ep_connect_data;             // rdma_addrinfo's ai_connect
   uint32_t ud_qkey = RDMA_UDP_QKEY;
+  // Listeners: CONNECT_REQUESTs queued and not yet fetched, up to `backlog` (ucma's rule;
+  // a request beyond it is dropped unanswered and the peer resends).
+  int backlog = 0;
+  std::atomic<int> queued_requests{0};
   // Events given to the application and acked: rdma_destroy_id waits for them to match.
   uint64_t events_reported = 0;
   uint64_t events_completed = 0;
@@ -195,7 +200,8 @@ void push_event(IdPriv& to, Event* e);
 // A new event for `id` of `type` and `status` (not queued).
 Event* new_event(IdPriv& id, rdma_cm_event_type type, int status = 0);
 // Removes the queued events of `id` that the application has not fetched (rdma_destroy_id).
-void drop_queued_events(IdPriv& id);
+// Returns the new ids of the CONNECT_REQUESTs among them, which nobody will ever see.
+std::vector<IdPriv*> drop_queued_events(IdPriv& id);
 // Waits until the application has acked every event `id` was given.
 void wait_events_acked(IdPriv& id);
 // Sync ids: waits for the id's next event; 0, or -1 with errno from its status.

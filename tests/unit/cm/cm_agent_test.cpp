@@ -249,6 +249,31 @@ TEST(CmAgent, LostAndDuplicatedRequestsAreResentAndSeenOnce) {
   EXPECT_EQ(w.a.state(a_id), CmState::kRepRcvd);
 }
 
+TEST(CmAgent, AForgottenRequestSendsNothingAndItsResendIsANewRequest) {
+  Wire w;
+  ASSERT_TRUE(w.b.listen(kService, 1).is_ok());
+  const CmId a_id = w.a.connect(w.now, w.gb, request());
+  w.pump();
+  auto eb = w.events(w.b);
+  ASSERT_EQ(eb.size(), 1u);
+  w.b.forget_request(eb[0].id);  // rdma_cm's backlog is full
+  w.pump();
+  EXPECT_EQ(w.b_sent.size(), 0u) << "nothing goes back: no REJ, no MRA";
+  EXPECT_EQ(w.b.state(eb[0].id), CmState::kIdle);
+  // The active side resends after 4608 ms, and this time the request is taken again.
+  w.tick(10s);
+  EXPECT_EQ(w.a.counters().resent, 1u);
+  eb = w.events(w.b);
+  ASSERT_EQ(eb.size(), 1u);
+  EXPECT_EQ(eb[0].type, CmEventType::kReqReceived);
+  ASSERT_TRUE(w.b.accept(w.now, eb[0].id, reply()).is_ok());
+  w.pump();
+  EXPECT_EQ(w.a.state(a_id), CmState::kRepRcvd);
+  // forget_request leaves a connection past the request alone.
+  w.b.forget_request(eb[0].id);
+  EXPECT_EQ(w.b.state(eb[0].id), CmState::kRepSent);
+}
+
 TEST(CmAgent, RetriesRunOutAsUnreachable) {
   Wire w;
   w.fate = [](const OutMad&, AttrId) { return 0; };  // a peer that never answers
