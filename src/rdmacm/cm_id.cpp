@@ -161,7 +161,7 @@ int listen_on(IdPriv& p, CmDevice& dev) {
   if (const auto st = dev.agent->listen(p.service_id, reinterpret_cast<uint64_t>(&p)); !st) {
     return fail(EADDRINUSE);
   }
-  if (const int rc = uroce_cm_steer(dev.ctx, UROCE_CM_LISTEN, p.service_id, 1); rc != 0) {
+  if (const int rc = Runtime::steer_listen(dev, p.service_id); rc != 0) {
     dev.agent->unlisten(p.service_id);
     if (rc == EADDRINUSE) {
       report("port " + std::to_string(p.port) + " is taken by another process on " +
@@ -176,7 +176,7 @@ int listen_on(IdPriv& p, CmDevice& dev) {
 void stop_listening(IdPriv& p) {
   for (CmDevice* dev : p.listen_devices) {
     dev->agent->unlisten(p.service_id);
-    (void)uroce_cm_steer(dev->ctx, UROCE_CM_LISTEN, p.service_id, 0);
+    Runtime::steer_unlisten(*dev, p.service_id);
   }
   p.listen_devices.clear();
 }

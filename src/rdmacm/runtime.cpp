@@ -240,22 +240,107 @@ CmDevice* Runtime::device_for(const sockaddr* addr) {
   return found;
 }
 
-std::vector<CmDevice*> Runtime::all_devices() {
+namespace {
+
+std::vector<std::string> list_device_names() {
+  std::vector<std::string> names;
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
+  for (int i = 0; list != nullptr && i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
+  if (list != nullptr) ibv_free_device_list(list);
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> Runtime::device_names() {
+  // The thread keeps the list fresh (run()); only the first call lists in the caller's time.
+  if (names_at_ == TimePoint{0}) {
+    names_ = list_device_names();
+    names_at_ = now();
+  }
+  return names_;
+}
+
+std::vector<CmDevice*> Runtime::all_devices() {
   std::vector<CmDevice*> out;
-  for (int i = 0; list != nullptr && i < n; ++i) {
+  for (const std::string& name : device_names()) {
     CmDevice* have = nullptr;
     for (auto& d : devices) {
-      if (std::strcmp(ibv_get_device_name(d->ctx->device), ibv_get_device_name(list[i])) == 0) {
-        have = d.get();
-      }
+      if (name == ibv_get_device_name(d->ctx->device)) have = d.get();
     }
-    if (have == nullptr) have = open_device(list[i]);
+    if (have == nullptr) {
+      int n = 0;
+      ibv_device** list = ibv_get_device_list(&n);
+      for (int i = 0; list != nullptr && i < n && have == nullptr; ++i) {
+        if (name == ibv_get_device_name(list[i])) have = open_device(list[i]);
+      }
+      if (list != nullptr) ibv_free_device_list(list);
+    }
     if (have != nullptr) out.push_back(have);
   }
-  if (list != nullptr) ibv_free_device_list(list);
   return out;
+}
+
+bool Runtime::park(CmDevice& dev, const Gid& from, std::span<const uint8_t> mad) {
+  // MAD header: class at byte 1, attribute ID at 16; REQ and SIDR_REQ carry the service ID
+  // at message offset 8 (docs/cm.md).
+  if (mad.size() != cm::kMadSize || mad[1] != 0x07) return false;
+  const uint16_t attr = static_cast<uint16_t>(mad[16] << 8 | mad[17]);
+  if (attr != static_cast<uint16_t>(cm::AttrId::kReq) &&
+      attr != static_cast<uint16_t>(cm::AttrId::kSidrReq)) {
+    return false;
+  }
+  uint64_t service_id = 0;
+  for (size_t i = 0; i < 8; ++i) service_id = service_id << 8 | mad[cm::kMadHeaderSize + 8 + i];
+  const auto it = dev.steered.find(service_id);
+  if (it == dev.steered.end() || it->second == kNever) return false;  // unknown or listened
+  CmDevice::ParkedMad& p = dev.parked.emplace_back();
+  p.until = now() + kParkHold;
+  p.service_id = service_id;
+  p.from = from;
+  std::copy(mad.begin(), mad.end(), p.mad.begin());
+  return true;
+}
+
+void Runtime::replay_parked(CmDevice& dev, uint64_t service_id, bool all) {
+  const TimePoint t = now();
+  std::erase_if(dev.parked, [&](const CmDevice::ParkedMad& p) {
+    if (!(p.service_id == service_id || (all && p.until <= t))) return false;
+    dev.agent->on_mad(t, p.from, p.mad);
+    return true;
+  });
+}
+
+int Runtime::steer_listen(CmDevice& dev, uint64_t service_id) {
+  auto it = dev.steered.find(service_id);
+  if (it != dev.steered.end()) {
+    it->second = kNever;  // still steered here from an earlier listener
+    replay_parked(dev, service_id, /*all=*/false);
+    get().drain(dev);
+    return 0;
+  }
+  const int rc = uroce_cm_steer(dev.ctx, UROCE_CM_LISTEN, service_id, 1);
+  if (rc == 0) dev.steered[service_id] = kNever;
+  return rc;
+}
+
+void Runtime::steer_unlisten(CmDevice& dev, uint64_t service_id) {
+  auto it = dev.steered.find(service_id);
+  if (it != dev.steered.end()) it->second = now() + kSteerLinger;
+}
+
+void Runtime::expire_steering(CmDevice& dev) {
+  replay_parked(dev, /*service_id=*/0, /*all=*/true);  // the hold is over: REJ 8
+  const TimePoint t = now();
+  for (auto it = dev.steered.begin(); it != dev.steered.end();) {
+    if (it->second <= t) {
+      (void)uroce_cm_steer(dev.ctx, UROCE_CM_LISTEN, it->first, 0);
+      it = dev.steered.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 int Runtime::source_index(CmDevice& dev, const Gid& peer) {
@@ -322,8 +407,8 @@ void Runtime::poll_device(CmDevice& dev) {
         for (size_t g = 0; g < dev.gids.size(); ++g) {
           if (dev.gids[g] == to) dev.source_for_peer[from] = static_cast<int>(g);
         }
-        dev.agent->on_mad(now(), from,
-                          std::span<const uint8_t>(buf + kGrhBytes, wc.byte_len - kGrhBytes));
+        const std::span<const uint8_t> mad(buf + kGrhBytes, wc.byte_len - kGrhBytes);
+        if (!park(dev, from, mad)) dev.agent->on_mad(now(), from, mad);
       }
       if (wc.status == IBV_WC_WR_FLUSH_ERR) continue;
       ibv_sge sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(kSlotBytes),
@@ -350,18 +435,34 @@ void Runtime::run() {
   epoll_event evs[16];
   for (;;) {
     int timeout_ms = -1;
+    bool refresh = false;
     {
       std::lock_guard lock(mu);
       if (stop_) return;
       TimePoint next = kNever;
-      for (auto& d : devices) next = std::min(next, d->agent->next_deadline());
+      for (auto& d : devices) {
+        next = std::min(next, d->agent->next_deadline());
+        for (const auto& [sid, until] : d->steered) next = std::min(next, until);
+        for (const auto& p : d->parked) next = std::min(next, p.until);
+      }
+      // Refresh the device list for the next wildcard rdma_listen, off the caller's time.
+      if (names_at_ != TimePoint{0}) {
+        next = std::min(next, names_at_ + kDeviceListAge);
+        refresh = now() - names_at_ >= kDeviceListAge;
+      }
       if (next != kNever) {
         const int64_t ns = (next - now()).count();
         timeout_ms = ns <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ns / 1'000'000 + 1, 60'000));
       }
     }
     const int n = epoll_wait(epoll_fd_, evs, 16, timeout_ms);
+    std::vector<std::string> fresh;
+    if (refresh) fresh = list_device_names();  // without the lock: it asks every netdev
     std::lock_guard lock(mu);
+    if (refresh) {
+      names_ = std::move(fresh);
+      names_at_ = now();
+    }
     if (stop_) return;
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.ptr == nullptr) {
@@ -372,6 +473,7 @@ void Runtime::run() {
     for (auto& d : devices) {
       poll_device(*d);
       d->agent->on_timer(now());
+      expire_steering(*d);
       drain(*d);
     }
   }

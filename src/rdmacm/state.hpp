@@ -142,6 +142,18 @@ struct CmDevice {
   std::map<Gid, ibv_ah*> ahs;                   // peer GID -> address handle for MADs to its QP1
   std::map<Gid, int> source_for_peer;           // peer GID -> our GID index it talks to
   std::unordered_map<cm::CmId, IdPriv*> conns;  // the agent's connections -> their ids
+  // Service IDs steered to this process (uroce_cm_steer), with when each stops being steered
+  // here: kNever while listened on; for a while after its last listener is gone (below).
+  std::map<uint64_t, TimePoint> steered;
+  // REQs and SIDR_REQs for a service between two listeners (see Runtime::park): handed to
+  // the agent when someone listens again, or at `until`, when the agent refuses them.
+  struct ParkedMad {
+    TimePoint until{0};
+    uint64_t service_id = 0;
+    Gid from{};
+    std::array<uint8_t, cm::kMadSize> mad{};
+  };
+  std::vector<ParkedMad> parked;
   uint64_t sends_in_flight = 0;
 };
 
@@ -162,6 +174,14 @@ class Runtime {
   void drain(CmDevice& dev);
   [[nodiscard]] static TimePoint now();
 
+  // With mu held. Steers REQs for `service_id` to this process (0 or an errno value), and
+  // stops after a grace period once nobody listens: programs that listen again on the port
+  // they just closed (perftest -R does, and its client connects within a millisecond) then
+  // find the steering still in place, and the agent answers REJ 8 in between, as a kernel's.
+  static int steer_listen(CmDevice& dev, uint64_t service_id);
+  static void steer_unlisten(CmDevice& dev, uint64_t service_id);
+  static constexpr Nanos kSteerLinger = std::chrono::seconds(5);
+
   // Ports of the rdma_cm port spaces in use by this process (bind, listen, connect).
   std::map<std::pair<uint16_t, uint16_t>, IdPriv*> ports;  // (ps, port) -> binder
   // With mu held: a free ephemeral port of `ps`.
@@ -176,6 +196,21 @@ class Runtime {
   Runtime();
   ~Runtime();
   CmDevice* open_device(ibv_device* d);
+  void expire_steering(CmDevice& dev);
+  // A request for a service this process listened on a moment ago, and may listen on again
+  // (perftest -R closes its first listener and listens again on the same port while its
+  // client is already connecting), waits up to kParkHold for the new listener instead of
+  // being refused at once; then it gets the REJ 8 it would have got. True when parked.
+  bool park(CmDevice& dev, const Gid& from, std::span<const uint8_t> mad);
+  static void replay_parked(CmDevice& dev, uint64_t service_id, bool all);
+  static constexpr Nanos kParkHold = std::chrono::milliseconds(500);
+  // The uroce devices' names, listed again by the thread every kDeviceListAge: listing asks
+  // the kernel for every netdev and address, too slow for an rdma_listen that a client may
+  // already be connecting to (perftest -R re-listens right before its client connects).
+  std::vector<std::string> device_names();
+  std::vector<std::string> names_;
+  TimePoint names_at_{0};
+  static constexpr Nanos kDeviceListAge = std::chrono::seconds(1);
   void run();
   void poll_device(CmDevice& dev);
   void on_event(CmDevice& dev, const cm::CmEvent& e);

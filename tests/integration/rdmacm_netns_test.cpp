@@ -3,10 +3,11 @@
 // uroce variable: the connection is made by the IB CM on QP1 (REQ/REP/RTU, DREQ/DREP; SIDR for
 // UD), as between two kernel RoCE hosts. Also the library's ABI against Debian's librdmacm1.
 //
-// rdma_cm servers do not listen on TCP, so a client may start before its server listens; it
-// then gets REJECTED (REJ 8, "invalid service ID", from the server's CM) and is run again.
+// rdma_cm servers do not listen on TCP: a client starts once uroce's reuseport registry shows
+// the server's listener (before that, the server's CM would answer REJ 8, as a kernel's does).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -18,27 +19,34 @@
 namespace uroce::ibtest {
 namespace {
 
-bool was_rejected(const ProcResult& r) {
-  return !r.timed_out && r.exit_code != 0 && r.output.find("REJECTED") != std::string::npos;
-}
-
-// True once a socket in `pid`'s network namespace is bound to UDP port 4791: the server has
-// opened its uroce device (the namespace is the test's own, so it is the server's).
-bool roce_port_open(pid_t pid) {
-  for (const char* file : {"/udp", "/udp6"}) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/net" + file);
+// True once a process in the namespace of `env`'s registry directory listens on CM service
+// `service_id`: uroce's reuseport registry (per user and namespace, under XDG_RUNTIME_DIR)
+// records each listener on its member's line as listen=<16 hex digits> (docs/cm.md).
+bool listening_on(const ToolEnv& env, uint64_t service_id) {
+  char want[32];
+  std::snprintf(want, sizeof want, "listen=%016llx", static_cast<unsigned long long>(service_id));
+  const std::filesystem::path dir = env.vars.at("XDG_RUNTIME_DIR") + "/uroce";
+  std::error_code ec;
+  for (const auto& ns : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(ns.path() / "port-4791.reg");
     for (std::string line; std::getline(in, line);) {
-      if (line.find(":12B7 ") != std::string::npos) return true;
+      if (line.find(want) != std::string::npos) return true;
     }
   }
   return false;
 }
 
-void wait_roce_port(Process& server, Clock::time_point deadline) {
-  while (!roce_port_open(server.pid()) && Clock::now() < deadline &&
+// Waits until the server listens on `service_id` (or exits, or 15 s pass).
+void wait_listening_on(const ToolEnv& env, uint64_t service_id, Process& server) {
+  const auto deadline = Clock::now() + 15s;
+  while (!listening_on(env, service_id) && Clock::now() < deadline &&
          waitpid(server.pid(), nullptr, WNOHANG) == 0) {
     std::this_thread::sleep_for(20ms);
   }
+}
+
+constexpr uint64_t tcp_service(uint16_t port) {
+  return 0x0000000001060000ull | port;  // RDMA_PS_TCP (IBA Annex A11)
 }
 
 class RdmacmNetns : public ::testing::Test {
@@ -49,27 +57,17 @@ class RdmacmNetns : public ::testing::Test {
     ASSERT_FALSE(HasFailure());
   }
 
-  // The server in A, then the client in B (or in A, `client_ns`) until it is not rejected
-  // for want of a listener; returns {server, client}.
+  // The server in A; once it listens on `service_id`, the client in B. {server, client}.
   std::pair<ProcResult, ProcResult> run(const std::vector<std::string>& server_argv,
+                                        uint64_t service_id,
                                         const std::vector<std::string>& client_argv,
-                                        std::chrono::seconds timeout,
-                                        const std::string& client_ns = "") {
+                                        std::chrono::seconds timeout) {
     Process server(NetnsPair::in(hosts_.ns_a, server_argv), hosts_.env_a);
-    const auto deadline = Clock::now() + 15s;
-    wait_roce_port(server, deadline);
-    for (;;) {
-      Process client(NetnsPair::in(client_ns.empty() ? hosts_.ns_b : client_ns, client_argv),
-                     client_ns.empty() ? hosts_.env_b : hosts_.env_a);
-      ProcResult c = client.wait(timeout);
-      if (was_rejected(c) && Clock::now() < deadline &&
-          waitpid(server.pid(), nullptr, WNOHANG) == 0) {
-        std::this_thread::sleep_for(100ms);
-        continue;
-      }
-      ProcResult s = server.wait(c.timed_out ? 1s : 20s);
-      return {s, c};
-    }
+    wait_listening_on(hosts_.env_a, service_id, server);
+    Process client(NetnsPair::in(hosts_.ns_b, client_argv), hosts_.env_b);
+    ProcResult c = client.wait(timeout);
+    ProcResult s = server.wait(c.timed_out ? 1s : 20s);
+    return {s, c};
   }
 
   NetnsPair hosts_;
@@ -87,8 +85,9 @@ int result_rows(const std::string& out) {
 TEST_F(RdmacmNetns, RpingConnectsPingsAndDisconnects) {
   if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
   const std::string port = std::to_string(hosts_.tcp);
-  auto [s, c] = run({"rping", "-s", "-a", hosts_.addr_a, "-p", port, "-C", "50"},
-                    {"rping", "-c", "-a", hosts_.addr_a, "-p", port, "-C", "50", "-v"}, 60s);
+  auto [s, c] =
+      run({"rping", "-s", "-a", hosts_.addr_a, "-p", port, "-C", "50"}, tcp_service(hosts_.tcp),
+          {"rping", "-c", "-a", hosts_.addr_a, "-p", port, "-C", "50", "-v"}, 60s);
   ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(s.exit_code, 0) << s.output;
@@ -105,7 +104,7 @@ TEST_F(RdmacmNetns, RpingToAPortNobodyListensOnIsRejectedAtOnce) {
   const std::string other = std::to_string(hosts_.tcp + 1);
   Process server(NetnsPair::in(hosts_.ns_a, {"rping", "-s", "-a", hosts_.addr_a, "-p", port}),
                  hosts_.env_a);
-  wait_roce_port(server, Clock::now() + 15s);  // its CM is up: it answers every service ID
+  wait_listening_on(hosts_.env_a, tcp_service(hosts_.tcp), server);  // its CM answers all
   const auto start = Clock::now();
   Process client(NetnsPair::in(hosts_.ns_b, {"rping", "-c", "-a", hosts_.addr_a, "-p", other}),
                  hosts_.env_b);
@@ -122,6 +121,7 @@ TEST_F(RdmacmNetns, UcmatoseTwoConnectionsExchangeMessages) {
   if (!have_program("/usr/bin/ucmatose")) GTEST_SKIP() << "rdmacm-utils not installed";
   const std::string port = std::to_string(hosts_.tcp);
   auto [s, c] = run({"ucmatose", "-b", hosts_.addr_a, "-p", port, "-c", "2", "-C", "20"},
+                    tcp_service(hosts_.tcp),
                     {"ucmatose", "-s", hosts_.addr_a, "-p", port, "-c", "2", "-C", "20"}, 60s);
   ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
@@ -137,6 +137,7 @@ TEST_F(RdmacmNetns, UdaddyResolvesTheServiceWithSidrAndExchangesDatagrams) {
   if (!have_program("/usr/bin/udaddy")) GTEST_SKIP() << "rdmacm-utils not installed";
   // udaddy's -p is the port space; it always uses port 7174 (private to the namespace).
   auto [s, c] = run({"udaddy", "-b", hosts_.addr_a, "-C", "20"},
+                    0x0000000001110000ull | 7174,  // RDMA_PS_UDP
                     {"udaddy", "-s", hosts_.addr_a, "-C", "20"}, 60s);
   ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
@@ -150,7 +151,7 @@ TEST_F(RdmacmNetns, UdaddyResolvesTheServiceWithSidrAndExchangesDatagrams) {
 TEST_F(RdmacmNetns, RdmaServerAndClientUseTheSynchronousEndpointApi) {
   if (!have_program("/usr/bin/rdma_server")) GTEST_SKIP() << "rdmacm-utils not installed";
   const std::string port = std::to_string(hosts_.tcp);
-  auto [s, c] = run({"rdma_server", "-s", hosts_.addr_a, "-p", port},
+  auto [s, c] = run({"rdma_server", "-s", hosts_.addr_a, "-p", port}, tcp_service(hosts_.tcp),
                     {"rdma_client", "-s", hosts_.addr_a, "-p", port}, 60s);
   ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
@@ -174,7 +175,7 @@ TEST_P(RdmacmPerftest, ConnectsWithRdmaCmAndReports) {
   const std::vector<std::string> server = {GetParam().program, "-R", "-n", "500", "-p", port};
   std::vector<std::string> client = server;
   client.push_back(hosts_.addr_a);
-  auto [s, c] = run(server, client, 120s);
+  auto [s, c] = run(server, tcp_service(hosts_.tcp), client, 120s);
   ASSERT_FALSE(c.timed_out) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(c.exit_code, 0) << c.output << "\n--- server:\n" << s.output;
   EXPECT_EQ(s.exit_code, 0) << s.output;
@@ -219,27 +220,16 @@ TEST_F(RdmacmNetns, TwoServersAndTwoClientsOnOneHost) {
              hosts_.env_a);
   Process s2(NetnsPair::in(hosts_.ns_a, {"rping", "-s", "-a", hosts_.addr_a, "-p", p2, "-C", "30"}),
              hosts_.env_a);
-  const auto deadline = Clock::now() + 15s;
-  wait_roce_port(s1, deadline);
-  std::array<ProcResult, 2> results;
-  std::array<std::string, 2> ports = {p1, p2};
-  std::array<bool, 2> done = {false, false};
-  while (!(done[0] && done[1])) {
-    std::vector<std::unique_ptr<Process>> clients;
-    for (int i = 0; i < 2; ++i) {
-      if (done[i]) continue;
-      clients.push_back(std::make_unique<Process>(
-          NetnsPair::in(hosts_.ns_a,
-                        {"rping", "-c", "-a", hosts_.addr_a, "-p", ports[i], "-C", "30", "-v"}),
-          hosts_.env_a));
-    }
-    for (int i = 0, k = 0; i < 2; ++i) {
-      if (done[i]) continue;
-      results[i] = clients[k++]->wait(60s);
-      done[i] = !was_rejected(results[i]) || Clock::now() > deadline;
-    }
-    if (!(done[0] && done[1])) std::this_thread::sleep_for(100ms);
+  wait_listening_on(hosts_.env_a, tcp_service(hosts_.tcp), s1);
+  wait_listening_on(hosts_.env_a, tcp_service(hosts_.tcp + 1), s2);
+  std::vector<std::unique_ptr<Process>> clients;
+  for (const std::string& port : {p1, p2}) {
+    clients.push_back(std::make_unique<Process>(
+        NetnsPair::in(hosts_.ns_a,
+                      {"rping", "-c", "-a", hosts_.addr_a, "-p", port, "-C", "30", "-v"}),
+        hosts_.env_a));
   }
+  std::array<ProcResult, 2> results = {clients[0]->wait(60s), clients[1]->wait(60s)};
   const ProcResult r1 = s1.wait(20s);
   const ProcResult r2 = s2.wait(20s);
   for (const ProcResult* r : {&results[0], &results[1]}) {
