@@ -1,8 +1,7 @@
-// The two calls uroce's librdmacm makes beyond the ibverbs ABI (uroce_private.h): QP1 of a
-// context, and the steering of QP1 datagrams to the process that owns a CM service.
+// What uroce's librdmacm calls beyond the ibverbs ABI (uroce_private.h): QP1 of a context,
+// the context's QPN slot, and the steering of QP1 datagrams to the process that owns a CM
+// service.
 #include "ibverbs/uroce_private.h"
-
-#include <cstring>
 
 #include "ibverbs/objects.hpp"
 #include "net/reuseport_program.hpp"
@@ -19,17 +18,7 @@ ibv_qp* uroce_create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     std::lock_guard lock(uctx->mu);
     if (uctx->qps.contains(1)) return fail_null<ibv_qp>(EBUSY);
   }
-  ibv_qp_init_attr_ex ex;
-  std::memset(&ex, 0, sizeof ex);
-  ex.qp_context = attr->qp_context;
-  ex.send_cq = attr->send_cq;
-  ex.recv_cq = attr->recv_cq;
-  ex.cap = attr->cap;
-  ex.qp_type = attr->qp_type;
-  ex.sq_sig_all = attr->sq_sig_all;
-  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
-  ex.pd = pd;
-  return make_qp(pd, ex, attr->cap, /*gsi=*/true);
+  return make_qp(pd, init_attr_ex(pd, *attr), attr->cap, /*gsi=*/true);
 }
 
 int uroce_cm_steer(ibv_context* context, int what, uint64_t service_id, int on) {

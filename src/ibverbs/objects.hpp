@@ -188,6 +188,8 @@ int wait_app_fd(int fd);
 // Creates a QP as ibv_create_qp does; gsi: QP1 (a UD QP the engine gives QPN 1 and the GSI
 // Q_Key), which only the uroce librdmacm asks for (uroce_private.h).
 ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted_out, bool gsi);
+// ibv_create_qp's attributes as ibv_create_qp_ex's, with `pd`.
+ibv_qp_init_attr_ex init_attr_ex(ibv_pd* pd, const ibv_qp_init_attr& attr);
 
 // Converts one engine completion to ibverbs' layout (imm_data back to network order).
 void wc_to_ibv(const transport::Wc& in, ibv_wc& out);

@@ -20,6 +20,21 @@ bool supported_type(ibv_qp_type t) {
 
 namespace uroce::ibverbs {
 
+ibv_qp_init_attr_ex init_attr_ex(ibv_pd* pd, const ibv_qp_init_attr& attr) {
+  ibv_qp_init_attr_ex ex;
+  std::memset(&ex, 0, sizeof ex);
+  ex.qp_context = attr.qp_context;
+  ex.send_cq = attr.send_cq;
+  ex.recv_cq = attr.recv_cq;
+  ex.srq = attr.srq;
+  ex.cap = attr.cap;
+  ex.qp_type = attr.qp_type;
+  ex.sq_sig_all = attr.sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  return ex;
+}
+
 ibv_qp* make_qp(ibv_pd* pd, const ibv_qp_init_attr_ex& attr, ibv_qp_cap& granted_out, bool gsi) {
   if (pd == nullptr || attr.send_cq == nullptr || attr.recv_cq == nullptr) {
     return fail_null<ibv_qp>(EINVAL);
@@ -104,18 +119,7 @@ extern "C" {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (pd == nullptr || attr == nullptr) return fail_null<ibv_qp>(EINVAL);
-  ibv_qp_init_attr_ex ex;
-  std::memset(&ex, 0, sizeof ex);
-  ex.qp_context = attr->qp_context;
-  ex.send_cq = attr->send_cq;
-  ex.recv_cq = attr->recv_cq;
-  ex.srq = attr->srq;
-  ex.cap = attr->cap;
-  ex.qp_type = attr->qp_type;
-  ex.sq_sig_all = attr->sq_sig_all;
-  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
-  ex.pd = pd;
-  return make_qp(pd, ex, attr->cap, /*gsi=*/false);
+  return make_qp(pd, init_attr_ex(pd, *attr), attr->cap, /*gsi=*/false);
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -235,6 +236,28 @@ inline std::pair<ProcResult, ProcResult> run_pair(const std::vector<std::string>
   ProcResult c = client.wait(timeout);
   ProcResult s = server.wait(c.timed_out ? 1s : 10s);
   return {s, c};
+}
+
+// "<version> <name>" of every function `lib` defines with a default version (compat versions
+// print in parentheses) whose version starts with `version_prefix` (objdump -T).
+inline std::set<std::string> default_exports(const std::string& lib,
+                                             const std::string& version_prefix) {
+  std::set<std::string> out;
+  FILE* f = popen(("objdump -T " + lib + " 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) {
+    std::istringstream line(buf);
+    std::vector<std::string> cols;
+    for (std::string c; line >> c;) cols.push_back(c);
+    // "<addr> g DF .text <size> <version> <name>"
+    if (cols.size() < 7 || cols[1] != "g" || cols[3] == "*UND*") continue;
+    const std::string& ver = cols[cols.size() - 2];
+    if (ver.rfind(version_prefix, 0) != 0) continue;
+    out.insert(ver + " " + cols.back());
+  }
+  pclose(f);
+  return out;
 }
 
 inline int count_lines_with(const std::string& text, const std::string& needle) {
