@@ -123,8 +123,18 @@ void Runtime::on_request(CmDevice& dev, const cm::CmEvent& e) {
     const auto& req = std::get<cm::Req>(e.message);
     // The REQ names our GID as its remote one; the kernel takes the local GID from there.
     set_route(*child, req.primary.remote_gid, req.primary.local_gid, req.path_mtu);
+    child->sgid_index = -1;
     for (size_t g = 0; g < dev.gids.size(); ++g) {
       if (dev.gids[g] == req.primary.remote_gid) child->sgid_index = static_cast<int>(g);
+    }
+    if (child->sgid_index < 0) {
+      // The REQ names an address this device does not have (the kernel's
+      // cma_ib_acquire_dev finds no GID for it): refused like any request rdma_cm fails.
+      dev.conns.erase(e.id);
+      if (child->sync) destroy_channel(channel_of(child->id.channel));
+      delete child;
+      delete ev;
+      return refuse();
     }
     ConnAttrs& c = child->conn;
     c.remote_qpn = req.local_qpn;
