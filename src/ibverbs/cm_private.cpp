@@ -3,6 +3,8 @@
 // service.
 #include "ibverbs/uroce_private.h"
 
+#include <algorithm>
+
 #include "ibverbs/objects.hpp"
 #include "net/reuseport_program.hpp"
 
@@ -37,6 +39,16 @@ int uroce_cm_steer(ibv_context* context, int what, uint64_t service_id, int on) 
 int uroce_cm_slot(ibv_context* context) {
   if (context == nullptr) return 0;
   return static_cast<int>(net::slot_of_qpn(dev_of(context).config().engine.qpn_base));
+}
+
+void uroce_query_path(ibv_context* context, const uint8_t gid[16], struct uroce_path_report* out) {
+  *out = {};
+  if (context == nullptr || gid == nullptr) return;
+  device::Gid g{};
+  std::copy(gid, gid + 16, g.begin());
+  const device::PathReport r = dev_of(context).path_report(g);
+  out->port_unreachable = r.port_unreachable;
+  out->unreachable = r.unreachable;
 }
 
 }  // extern "C"

@@ -31,6 +31,16 @@ int uroce_cm_steer(struct ibv_context* context, int what, uint64_t service_id, i
  * in the top bits of its communication IDs, so replies are steered like the QPs' data. */
 int uroce_cm_slot(struct ibv_context* context);
 
+/* What the network said about the packets this context sent to `gid` (an IP address as a
+ * GID): ICMP port unreachable for UDP 4791 (nothing runs RoCE v2 there), host/net
+ * unreachable or administratively prohibited. Counts since the context opened. */
+struct uroce_path_report {
+  uint64_t port_unreachable;
+  uint64_t unreachable;
+};
+void uroce_query_path(struct ibv_context* context, const uint8_t gid[16],
+                       struct uroce_path_report* out);
+
 #ifdef __cplusplus
 }
 #endif

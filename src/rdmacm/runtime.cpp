@@ -330,6 +330,33 @@ void Runtime::steer_unlisten(CmDevice& dev, uint64_t service_id) {
   if (it != dev.steered.end()) it->second = now() + kSteerLinger;
 }
 
+void Runtime::explain_silence(CmDevice& dev) {
+  const uint64_t resends = dev.agent->counters().resent;
+  if (resends == dev.resends_seen) return;
+  dev.resends_seen = resends;
+  for (const auto& [cm_id, id] : dev.conns) {
+    if (id->state != IdState::kConnecting) continue;
+    Gid peer{};
+    std::memcpy(peer.data(), id->id.route.addr.addr.ibaddr.dgid.raw, 16);
+    if (dev.silence_explained.contains(peer)) continue;
+    struct uroce_path_report r {};
+    uroce_query_path(dev.ctx, peer.data(), &r);
+    if (r.port_unreachable == 0 && r.unreachable == 0) continue;
+    dev.silence_explained.insert(peer);
+    const std::string ip = to_string(&id->id.route.addr.dst_addr);
+    report(r.port_unreachable != 0
+               ? "no answer from " + ip +
+                     " to the connection request: it answers ICMP port "
+                     "unreachable for UDP 4791, so nothing runs RoCE v2 there (load rdma_rxe "
+                     "or start the uroce program on it, or open UDP 4791 in its firewall); "
+                     "the request is resent for 74 s"
+               : "no answer from " + ip +
+                     " to the connection request: the network answers "
+                     "host unreachable or administratively prohibited (a firewall or route "
+                     "on the way); the request is resent for 74 s");
+  }
+}
+
 void Runtime::expire_steering(CmDevice& dev) {
   replay_parked(dev, /*service_id=*/0, /*all=*/true);  // the hold is over: REJ 8
   const TimePoint t = now();
@@ -473,6 +500,7 @@ void Runtime::run() {
     for (auto& d : devices) {
       poll_device(*d);
       d->agent->on_timer(now());
+      explain_silence(*d);
       expire_steering(*d);
       drain(*d);
     }

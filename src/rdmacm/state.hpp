@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -154,6 +155,8 @@ struct CmDevice {
     std::array<uint8_t, cm::kMadSize> mad{};
   };
   std::vector<ParkedMad> parked;
+  uint64_t resends_seen = 0;        // the agent's resend count at the last explain_silence()
+  std::set<Gid> silence_explained;  // peers whose silence has been explained once
   uint64_t sends_in_flight = 0;
 };
 
@@ -197,6 +200,9 @@ class Runtime {
   ~Runtime();
   CmDevice* open_device(ibv_device* d);
   void expire_steering(CmDevice& dev);
+  // After a resend: says once per peer why a REQ may go unanswered when the network told the
+  // device (ICMP port unreachable: nothing runs RoCE v2 there; host unreachable/prohibited).
+  void explain_silence(CmDevice& dev);
   // A request for a service this process listened on a moment ago, and may listen on again
   // (perftest -R closes its first listener and listens again on the same port while its
   // client is already connecting), waits up to kParkHold for the new listener instead of

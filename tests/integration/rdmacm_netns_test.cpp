@@ -117,6 +117,26 @@ TEST_F(RdmacmNetns, RpingToAPortNobodyListensOnIsRejectedAtOnce) {
   server.kill_group();
 }
 
+// Nothing runs RoCE v2 on the server host: the REQ is resent for 74 s as on a kernel, but the
+// first resend says why (the ICMP port unreachable its datagrams got).
+TEST_F(RdmacmNetns, ARequestToAHostWithoutRoceIsExplainedAtTheFirstResend) {
+  if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
+  Process client(NetnsPair::in(hosts_.ns_b, {"rping", "-c", "-a", hosts_.addr_a, "-p",
+                                             std::to_string(hosts_.tcp)}),
+                 hosts_.env_b);
+  const std::string want = "uroce rdmacm: no answer from " + hosts_.addr_a +
+                           " to the connection request: it answers ICMP port unreachable for "
+                           "UDP 4791, so nothing runs RoCE v2 there";
+  const auto deadline = Clock::now() + 30s;  // resends every 4.6 s
+  std::string out;
+  while (out.find(want) == std::string::npos && Clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    out = client.read_output();
+  }
+  EXPECT_EQ(count_lines_with(out, want), 1) << out;
+  client.kill_group();
+}
+
 TEST_F(RdmacmNetns, UcmatoseTwoConnectionsExchangeMessages) {
   if (!have_program("/usr/bin/ucmatose")) GTEST_SKIP() << "rdmacm-utils not installed";
   const std::string port = std::to_string(hosts_.tcp);
