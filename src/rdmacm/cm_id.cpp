@@ -5,6 +5,7 @@
 // what cma.c and cm.c put in them (docs/cm.md).
 #include <endian.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -75,7 +76,7 @@ bool user_private_data(const IdPriv& p, const rdma_conn_param* param, std::span<
   const size_t extra =
       param != nullptr && param->private_data != nullptr ? param->private_data_len : 0;
   if (p.ep_connect_data.size() + extra > out.size()) return false;
-  std::memcpy(out.data(), p.ep_connect_data.data(), p.ep_connect_data.size());
+  std::copy(p.ep_connect_data.begin(), p.ep_connect_data.end(), out.begin());
   if (extra != 0) {
     std::memcpy(out.data() + p.ep_connect_data.size(), param->private_data, extra);
   }
