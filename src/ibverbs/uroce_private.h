@@ -39,7 +39,7 @@ struct uroce_path_report {
   uint64_t unreachable;
 };
 void uroce_query_path(struct ibv_context* context, const uint8_t gid[16],
-                       struct uroce_path_report* out);
+                      struct uroce_path_report* out);
 
 #ifdef __cplusplus
 }
