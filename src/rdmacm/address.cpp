@@ -50,20 +50,14 @@ cm::Gid gid_of(const sockaddr* a) {
   return g;
 }
 
-void sockaddr_of_gid(const cm::Gid& gid, uint16_t port, sockaddr_storage& out) {
-  std::memset(&out, 0, sizeof out);
+bool is_v4_mapped(const cm::Gid& gid) {
   static constexpr std::array<uint8_t, 12> kMapped = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  if (std::memcmp(gid.data(), kMapped.data(), kMapped.size()) == 0) {
-    auto* s = reinterpret_cast<sockaddr_in*>(&out);
-    s->sin_family = AF_INET;
-    s->sin_port = htons(port);
-    std::memcpy(&s->sin_addr, &gid[12], 4);
-  } else {
-    auto* s = reinterpret_cast<sockaddr_in6*>(&out);
-    s->sin6_family = AF_INET6;
-    s->sin6_port = htons(port);
-    std::memcpy(&s->sin6_addr, gid.data(), 16);
-  }
+  return std::memcmp(gid.data(), kMapped.data(), kMapped.size()) == 0;
+}
+
+void sockaddr_of_gid(const cm::Gid& gid, uint16_t port, sockaddr_storage& out) {
+  // The GID's bytes are the cma_hdr form but for the ::ffff: prefix of an IPv4 address.
+  sockaddr_of_cma(is_v4_mapped(gid) ? 4 : 6, gid, port, out);
 }
 
 std::array<uint8_t, 16> cma_addr_of(const sockaddr* a) {

@@ -3,15 +3,12 @@
 // cma_sidr_rep_handler).
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "rdmacm/address.hpp"
 #include "rdmacm/state.hpp"
 
 namespace uroce::rdmacm {
 namespace {
-
-constexpr uint8_t kPacketLifeTime = 16;
 
 template <size_t N>
 void set_private(Event& e, const std::array<uint8_t, N>& data, size_t offset, bool ud) {
@@ -24,20 +21,6 @@ void set_private(Event& e, const std::array<uint8_t, N>& data, size_t offset, bo
     e.ev.param.conn.private_data = e.private_data.data();
     e.ev.param.conn.private_data_len = static_cast<uint8_t>(len);
   }
-}
-
-uint32_t random_psn() {
-  static std::mt19937 rng(std::random_device{}());
-  return rng() & 0xFFFFFF;
-}
-
-void ud_ah(CmDevice& dev, const Gid& peer, ibv_ah_attr& ah) {
-  std::memset(&ah, 0, sizeof ah);
-  ah.is_global = 1;
-  std::memcpy(ah.grh.dgid.raw, peer.data(), 16);
-  ah.grh.sgid_index = static_cast<uint8_t>(Runtime::source_index(dev, peer));
-  ah.grh.hop_limit = 64;
-  ah.port_num = 1;
 }
 
 }  // namespace
@@ -118,7 +101,7 @@ void Runtime::on_request(CmDevice& dev, const cm::CmEvent& e) {
     const Gid sgid = dev.gids[static_cast<size_t>(source_index(dev, e.peer))];
     set_route(*child, sgid, e.peer, dev.active_mtu);
     set_private(*ev, req.private_data, cm::kCmaHeaderSize, /*ud=*/true);
-    ud_ah(dev, e.peer, ev->ev.param.ud.ah_attr);
+    ah_attr_for(dev, e.peer, ev->ev.param.ud.ah_attr);
   } else {
     const auto& req = std::get<cm::Req>(e.message);
     // The REQ names our GID as its remote one; the kernel takes the local GID from there.
@@ -237,7 +220,7 @@ void Runtime::on_event(CmDevice& dev, const cm::CmEvent& e) {
       id.state = IdState::kConnected;
       ev = new_event(id, RDMA_CM_EVENT_ESTABLISHED);
       set_private(*ev, rep.private_data, 0, /*ud=*/true);
-      ud_ah(dev, e.peer, ev->ev.param.ud.ah_attr);
+      ah_attr_for(dev, e.peer, ev->ev.param.ud.ah_attr);
       ev->ev.param.ud.qp_num = rep.qpn;
       ev->ev.param.ud.qkey = rep.qkey;
       break;

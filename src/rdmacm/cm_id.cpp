@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "ibverbs/uroce_private.h"
 #include "rdmacm/address.hpp"
@@ -17,17 +16,10 @@
 namespace uroce::rdmacm {
 namespace {
 
-constexpr uint8_t kCmResponseTimeout = 20;  // CMA_CM_RESPONSE_TIMEOUT
-constexpr uint8_t kMaxCmRetries = 15;       // CMA_MAX_CM_RETRIES
-constexpr uint8_t kPacketLifeTime = 16;     // CMA_IBOE_PACKET_LIFETIME
-constexpr uint8_t kCaAckDelay = 15;
+constexpr uint8_t kCmResponseTimeout = 20;                      // CMA_CM_RESPONSE_TIMEOUT
+constexpr uint8_t kMaxCmRetries = 15;                           // CMA_MAX_CM_RETRIES
 constexpr Nanos kSidrPeriod = std::chrono::milliseconds(4096);  // cma_resolve_ib_udp
 constexpr int kSidrRetries = 15;
-
-uint32_t random_psn() {
-  static std::mt19937 rng(std::random_device{}());
-  return rng() & 0xFFFFFF;
-}
 
 int gid_index(const CmDevice& dev, const Gid& gid) {
   for (size_t i = 0; i < dev.gids.size(); ++i) {

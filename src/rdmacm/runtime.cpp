@@ -23,13 +23,6 @@ constexpr int kRecvSlots = 128;
 constexpr size_t kGrhBytes = 40;
 constexpr size_t kSlotBytes = kGrhBytes + cm::kMadSize;
 constexpr uint64_t kSendTag = 1ull << 63;  // wr_id of MAD sends; receives carry their slot
-constexpr uint8_t kPacketLifeTime = 16;    // CMA_IBOE_PACKET_LIFETIME
-constexpr uint8_t kCaAckDelay = 15;
-
-bool is_v4_mapped(const Gid& g) {
-  static constexpr std::array<uint8_t, 12> kPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::memcmp(g.data(), kPrefix.data(), kPrefix.size()) == 0;
-}
 
 // The peer (source) and local (destination) addresses of a received UD packet from the 40
 // bytes in front of it: IPv4 puts its header in bytes 20..39, IPv6 fills all 40.
@@ -50,12 +43,12 @@ bool addresses_of(const uint8_t* grh, Gid& from, Gid& to) {
   return false;
 }
 
+}  // namespace
+
 uint32_t random_u32() {
   static std::mt19937 rng(std::random_device{}());
   return rng();
 }
-
-}  // namespace
 
 void report(const std::string& message) {
   const char* quiet = std::getenv("UROCE_QUIET");
@@ -217,6 +210,21 @@ CmDevice* Runtime::open_device(ibv_device* d) {
   return devices.back().get();
 }
 
+CmDevice* Runtime::device_named(const std::string& name) {
+  for (auto& d : devices) {
+    if (name == ibv_get_device_name(d->ctx->device)) return d.get();
+  }
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  CmDevice* found = nullptr;
+  for (int i = 0; list != nullptr && i < n && found == nullptr; ++i) {
+    if (name == ibv_get_device_name(list[i])) found = open_device(list[i]);
+  }
+  if (list != nullptr) ibv_free_device_list(list);
+  if (found == nullptr && errno == 0) errno = ENODEV;
+  return found;
+}
+
 CmDevice* Runtime::device_for(const sockaddr* addr) {
   errno = 0;
   if (is_any(addr)) return nullptr;
@@ -225,19 +233,7 @@ CmDevice* Runtime::device_for(const sockaddr* addr) {
     errno = EADDRNOTAVAIL;
     return nullptr;
   }
-  const std::string name = "uroce_" + netdev;
-  for (auto& d : devices) {
-    if (name == ibv_get_device_name(d->ctx->device)) return d.get();
-  }
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  CmDevice* found = nullptr;
-  for (int i = 0; list != nullptr && i < n; ++i) {
-    if (name == ibv_get_device_name(list[i])) found = open_device(list[i]);
-  }
-  if (list != nullptr) ibv_free_device_list(list);
-  if (found == nullptr && errno == 0) errno = ENODEV;
-  return found;
+  return device_named("uroce_" + netdev);
 }
 
 namespace {
@@ -265,19 +261,8 @@ std::vector<std::string> Runtime::device_names() {
 std::vector<CmDevice*> Runtime::all_devices() {
   std::vector<CmDevice*> out;
   for (const std::string& name : device_names()) {
-    CmDevice* have = nullptr;
-    for (auto& d : devices) {
-      if (name == ibv_get_device_name(d->ctx->device)) have = d.get();
-    }
-    if (have == nullptr) {
-      int n = 0;
-      ibv_device** list = ibv_get_device_list(&n);
-      for (int i = 0; list != nullptr && i < n && have == nullptr; ++i) {
-        if (name == ibv_get_device_name(list[i])) have = open_device(list[i]);
-      }
-      if (list != nullptr) ibv_free_device_list(list);
-    }
-    if (have != nullptr) out.push_back(have);
+    errno = 0;
+    if (CmDevice* d = device_named(name); d != nullptr) out.push_back(d);
   }
   return out;
 }
@@ -383,15 +368,20 @@ int Runtime::source_index(CmDevice& dev, const Gid& peer) {
   return 0;
 }
 
+void Runtime::ah_attr_for(CmDevice& dev, const Gid& peer, ibv_ah_attr& ah) {
+  std::memset(&ah, 0, sizeof ah);
+  ah.is_global = 1;
+  std::memcpy(ah.grh.dgid.raw, peer.data(), 16);
+  ah.grh.sgid_index = static_cast<uint8_t>(source_index(dev, peer));
+  ah.grh.hop_limit = 64;
+  ah.port_num = 1;
+}
+
 void Runtime::send_mad(CmDevice& dev, const cm::OutMad& out) {
   ibv_ah*& ah = dev.ahs[out.to];
   if (ah == nullptr) {
     ibv_ah_attr a{};
-    a.is_global = 1;
-    std::memcpy(a.grh.dgid.raw, out.to.data(), 16);
-    a.grh.sgid_index = static_cast<uint8_t>(source_index(dev, out.to));
-    a.grh.hop_limit = 64;
-    a.port_num = 1;
+    ah_attr_for(dev, out.to, a);
     ah = ibv_create_ah(dev.pd, &a);
     if (ah == nullptr) {
       dev.ahs.erase(out.to);

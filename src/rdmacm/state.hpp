@@ -42,6 +42,17 @@ namespace uroce::rdmacm {
 
 using cm::Gid;
 
+// What the kernel's rdma_cm uses on RoCE: CMA_IBOE_PACKET_LIFETIME, and rxe's CA ACK delay
+// (the REP's Target ACK Delay; with 16 the local ACK timeout is cm_ack_timeout(15, 16) = 17).
+inline constexpr uint8_t kPacketLifeTime = 16;
+inline constexpr uint8_t kCaAckDelay = 15;
+
+// With Runtime::mu held (one generator for the process): comm ID seeds, ports, PSNs.
+uint32_t random_u32();
+inline uint32_t random_psn() {
+  return random_u32() & 0xFFFFFF;
+}
+
 struct IdPriv;
 
 // An event as the application gets it, with the room its private data points into and what
@@ -192,6 +203,8 @@ class Runtime {
   // With mu held: the index of our GID that talks to `peer` (the one its MADs arrived at, else
   // the first of its family).
   static int source_index(CmDevice& dev, const Gid& peer);
+  // The address vector of `peer` from the GID index that talks to it (port 1, hop limit 64).
+  static void ah_attr_for(CmDevice& dev, const Gid& peer, ibv_ah_attr& ah);
 
   std::vector<std::unique_ptr<CmDevice>> devices;
 
@@ -199,6 +212,8 @@ class Runtime {
   Runtime();
   ~Runtime();
   CmDevice* open_device(ibv_device* d);
+  // The CmDevice of uroce device `name`, opened on first use; nullptr (errno) when it cannot be.
+  CmDevice* device_named(const std::string& name);
   void expire_steering(CmDevice& dev);
   // After a resend: says once per peer why a REQ may go unanswered when the network told the
   // device (ICMP port unreachable: nothing runs RoCE v2 there; host unreachable/prohibited).
