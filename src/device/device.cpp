@@ -287,6 +287,16 @@ uint32_t Device::cq_capacity(CqId cq) const {
 }
 
 Status Device::resize_cq(CqId cq, uint32_t cqe) {
+  // Sends already posted that complete without a peer (UD, UC: when their last packet goes
+  // out) must count against the new size, as they do on rxe, which runs a post at once. A
+  // post's kick builds them only when the I/O is free this instant; waiting for the I/O here
+  // and building what is pending makes "post, then shrink below what was posted" fail
+  // with EINVAL every time instead of when the progress thread happened to be busy.
+  {
+    std::lock_guard io(io_mu_);
+    for (int pass = 0; pass < kResizeFlushPasses && flush_tx(); ++pass) {
+    }
+  }
   std::lock_guard lock(engine_mu_);
   return engine_.resize_cq(cq, cqe);
 }

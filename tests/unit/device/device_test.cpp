@@ -3,6 +3,7 @@
 // does the work).
 #include <sys/resource.h>
 
+#include <array>
 #include <cstring>
 
 #include "device_fixture.hpp"
@@ -250,6 +251,46 @@ TEST_F(DevicePairTest, UdSendThroughAnAddressHandle) {
   EXPECT_EQ(r.src_qp, qa.qp_num());
   EXPECT_EQ(r.wc_flags & kWcGrh, kWcGrh);
   EXPECT_EQ(std::memcmp(b_.buf.data() + 40, "datagram", 8), 0);
+}
+
+// ibv_resize_cq counts the UD sends already posted: they complete without a peer, and rxe
+// runs a post at once, so rdma-core's test_resize_cq posts some and expects a shrink below
+// them to fail. Here nothing else builds them (no progress thread, and posts do not move
+// packets), so only the resize itself can: it must, before it counts.
+TEST(DeviceResizeCq, PostedUdSendsCountAgainstTheNewSize) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false, Nanos(-1),
+                          /*app_calls_drive=*/false));
+  Side b(make_fake_device(wire, 2, 0x2000));
+  QueuePair qa = a.make_qp(QpType::kUd);
+  QueuePair qb = b.make_qp(QpType::kUd);
+  ConnectOptions opt;
+  ASSERT_TRUE(connect_qp(qa, 100, QpEndpoint{qb.qp_num(), 200, fake_gid(2)}, opt));
+  auto ah = a.pd.create_ah(make_ah_attr(fake_gid(2)));
+  ASSERT_TRUE(ah.is_ok());
+  const Sge sge = a.mr.sge(0, 8);
+  SendWr s;
+  s.opcode = WrOpcode::kSend;
+  s.send_flags = kSendSignaled;
+  s.sg_list = std::span<const Sge>(&sge, 1);
+  s.ud.ah = ah->attr();
+  s.ud.remote_qpn = qb.qp_num();
+  s.ud.remote_qkey = opt.qkey;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    s.wr_id = id;
+    ASSERT_TRUE(qa.post_send(s));
+  }
+  const Status smaller = a.dev.raw().resize_cq(a.cq.id(), 2);
+  EXPECT_FALSE(smaller);
+  EXPECT_EQ(smaller.code(), EINVAL);
+  EXPECT_TRUE(a.dev.raw().resize_cq(a.cq.id(), 3));
+  EXPECT_EQ(a.dev.raw().cq_capacity(a.cq.id()), 3u);
+  std::array<Wc, 4> wc{};
+  ASSERT_EQ(a.cq.poll(std::span<Wc>(wc)), 3);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(wc[i].wr_id, i + 1);
+    EXPECT_EQ(wc[i].status, WcStatus::kSuccess);
+  }
 }
 
 TEST_F(DevicePairTest, DeadPeerGivesRetryExceededWithinTheBound) {

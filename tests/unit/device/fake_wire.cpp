@@ -108,7 +108,8 @@ class AttachedIo final : public device::PacketIo {
 }  // namespace
 
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
-                                                 bool progress_thread, Nanos app_handoff) {
+                                                 bool progress_thread, Nanos app_handoff,
+                                                 bool app_calls_drive) {
   device::DeviceConfig cfg;
   cfg.name = "fake" + std::to_string(n);
   cfg.node_guid = device::node_guid_from_mac({0x02, 0, 0, 0, 0, n});
@@ -129,6 +130,7 @@ std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint
   cfg.engine.seed = n;
   cfg.engine.active_mtu = transport::Mtu::k4096;
   cfg.progress.thread = progress_thread;
+  cfg.progress.app_calls_drive = app_calls_drive;
   if (app_handoff >= Nanos::zero()) cfg.progress.app_handoff = app_handoff;
   return std::make_shared<device::Device>(cfg, std::make_unique<AttachedIo>(wire, fake_gid(n)));
 }

@@ -70,9 +70,11 @@ device::Gid fake_gid(uint8_t n);
 // A device on `wire` with GID table {index 0: fe80::n, index 1: ::ffff:10.0.0.n, index 2:
 // empty} on port 1, QPNs from qpn_base.
 // app_handoff: ProgressOptions::app_handoff (how long the progress thread stays parked after
-// the application's busy polls); negative: the default.
+// the application's busy polls); negative: the default. app_calls_drive: whether posts and
+// polls move packets themselves (ProgressOptions::app_calls_drive).
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
                                                  bool progress_thread = true,
-                                                 Nanos app_handoff = Nanos(-1));
+                                                 Nanos app_handoff = Nanos(-1),
+                                                 bool app_calls_drive = true);
 
 }  // namespace uroce::test
