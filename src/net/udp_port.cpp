@@ -140,7 +140,7 @@ NetResult<bool> UdpPort::create_socket() {
   setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
   if (config_.gro) {
     gro_ = setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
-    if (gro_) gro_area_.resize(kGroEntries * kGroBytes);
+    if (gro_) gro_area_ = std::make_unique_for_overwrite<uint8_t[]>(kGroEntries * kGroBytes);
   }
   // A kernel without UDP_SEGMENT (before 4.18) would ignore the cmsg and send one huge
   // datagram: use GSO only where the option is known.
@@ -906,7 +906,7 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
   if (gro_next_ == gro_entries_) {
     gro_entries_ = gro_next_ = gro_offset_ = 0;
     const size_t want = std::min(out.size(), kGroEntries);
-    for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.data() + e * kGroBytes, kGroBytes);
+    for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.get() + e * kGroBytes, kGroBytes);
     const int rc = recv_prepared(want);
     if (rc <= 0) {
       note_recv_error(rc);
@@ -936,7 +936,7 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
       continue;
     }
     const size_t n = std::min(gro_seg_[e], gro_len_[e] - gro_offset_);
-    const std::span<const uint8_t> bytes(gro_area_.data() + e * kGroBytes + gro_offset_, n);
+    const std::span<const uint8_t> bytes(gro_area_.get() + e * kGroBytes + gro_offset_, n);
     gro_offset_ += n;
     if (deliver_copy(bytes, gro_meta_[e], out[kept], &misdelivered, &unowned)) ++kept;
   }

@@ -332,11 +332,14 @@ class UdpPort {
   // UDP GRO: up to kGroEntries messages of up to kGroBytes each per recvmmsg. Entry e holds
   // gro_len_[e] bytes of datagrams of gro_seg_[e] bytes (the last may be shorter) with the
   // metadata gro_meta_[e]; entries [gro_next_, gro_entries_) are not yet fully handed out, the
-  // first from byte gro_offset_.
-  static constexpr size_t kGroEntries = 8;
+  // first from byte gro_offset_. As many entries as a plain recvmmsg reads: traffic between
+  // many QPs (ACKs, one source port per QP) is seldom merged, and with 8 entries a busy port
+  // read 8 datagrams per system call and fell behind its socket (docs/performance.md). The
+  // 4 MiB area is left uninitialised: only the pages the kernel writes become resident.
+  static constexpr size_t kGroEntries = kMaxBurst;
   static constexpr size_t kGroBytes = 65536;
   bool gro_ = false;
-  std::vector<uint8_t> gro_area_;
+  std::unique_ptr<uint8_t[]> gro_area_;
   std::array<size_t, kGroEntries> gro_len_{};
   std::array<size_t, kGroEntries> gro_seg_{};
   std::array<RxDatagram, kGroEntries> gro_meta_{};
