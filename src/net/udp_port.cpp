@@ -551,9 +551,13 @@ int UdpPort::socket_for_sport(uint16_t sport) {
   // SO_REUSEPORT), which would shift that group's positions.
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   set_buffer(fd, SO_SNDBUF, SO_SNDBUFFORCE, config_.sndbuf_bytes);
-  const int small = 1;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  // Nothing is ever received here: a filter returning 0 drops every datagram.
+  // Nothing is ever received here: a filter returning 0 drops every datagram before it is
+  // charged to the receive buffer. What the buffer holds is the error queue: the ICMP
+  // messages about what this socket sent (port unreachable, fragmentation needed), each
+  // charged at its skb's size (about 2 KiB). The kernel's minimum (SO_RCVBUF 1) had no room
+  // for one, so only the socket's pending errno was left, and that can be lost (below).
+  const int errors_room = kSendOnlyErrorQueueBytes;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &errors_room, sizeof errors_room);
   sock_filter drop_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
   sock_fprog fprog{1, drop_all};
   setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog);
@@ -716,8 +720,8 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       // IP_RECVERR: an ICMP error about an earlier datagram is reported by this call; the
       // datagram at hand is fine. Record the error and send it once more.
       if (is_reported_icmp_error(err) && resent != i) {
-        // A socket with a tiny receive buffer (the send-only ones) may have had no room to
-        // queue the ICMP message: the errno still says what it was, for this peer.
+        // The ICMP message may not have been queued (no room in the receive buffer): the
+        // errno still says what it was, for this peer.
         if (drain_error_queue(fd, config_.path_log) == 0 && config_.path_log != nullptr) {
           IpAddr dst;
           dst.bytes = pkts[i].ip.dst;
@@ -754,6 +758,12 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       }
       i += count;
       continue;
+    }
+    if (static_cast<size_t>(rc) < m) {
+      // sendmmsg stopped early. If an ICMP error arrived during the call (over a veth the
+      // answer to its first datagram can), the next datagram's send took the socket's pending
+      // errno and sendmmsg, having sent some, dropped it: the error queue is all that is left.
+      (void)drain_error_queue(fd, config_.path_log);
     }
     size_t sent = 0;
     for (int k = 0; k < rc; ++k) {

@@ -149,6 +149,8 @@ struct UdpPortCounters {
 class UdpPort {
  public:
   static constexpr size_t kMaxBurst = 64;
+  // Receive buffer of a send-only (per-QP source port) socket: room for a few ICMP errors.
+  static constexpr int kSendOnlyErrorQueueBytes = 64 * 1024;
 
   [[nodiscard]] static NetResult<std::unique_ptr<UdpPort>> open(const UdpPortConfig& config);
   UdpPort(const UdpPort&) = delete;

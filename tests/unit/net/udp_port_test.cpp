@@ -305,6 +305,45 @@ TEST(UdpPort, IcmpErrorsAreRecordedPerPeerAndDoNotDropTheNextDatagram) {
   EXPECT_EQ(log.totals().tx_drop_too_big, 1u);
 }
 
+// A send-only socket (a per-QP source port) sends four datagrams to a closed port in one
+// burst. Over loopback the ICMP answer to the first arrives inside the sendmmsg call, and the
+// second datagram's send takes the socket's pending errno; sendmmsg, having sent one, drops
+// it. Every one of the four errors must still be recorded: the socket has room to queue them
+// and the port reads that queue when sendmmsg stops early. (A peer whose port is wrong then
+// showed "nothing at all came back" for all of a 10 s stall.)
+TEST(UdpPort, IcmpErrorsOfASendOnlySocketSurviveABurst) {
+  PathErrorLog log;
+  UdpPortConfig cfg = unshared("127.0.0.1");
+  cfg.path_log = &log;
+  auto a = UdpPort::open(cfg);
+  auto closed = UdpPort::open(unshared("127.0.0.1"));
+  auto sport_holder = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(a.ok() && closed.ok() && sport_holder.ok());
+  const uint16_t dead = closed.value()->port();
+  const uint16_t sport = sport_holder.value()->port();
+  closed.value().reset();
+  sport_holder.value().reset();  // a free port for the send-only socket
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<TxDatagram> burst;
+  for (uint32_t qpn = 0x11; qpn < 0x15; ++qpn) payloads.push_back(bth_packet(qpn, 16));
+  for (const auto& p : payloads) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = a.value()->local().bytes;
+    d.ip.dport = dead;
+    d.ip.sport = sport;
+    burst.push_back(d);
+  }
+  ASSERT_EQ(a.value()->send_burst(burst), 4u);
+  std::this_thread::sleep_for(50ms);  // the last ICMP error reaches the socket
+  // The next send reports the last one (the socket's pending errno) and is sent again.
+  ASSERT_EQ(send_one(*a.value(), payloads[0], a.value()->local(), dead, 0, sport), 1u);
+  EXPECT_EQ(a.value()->counters().tx_packets, 5u);
+  EXPECT_EQ(a.value()->counters().tx_sport_fallback, 0u);
+  EXPECT_EQ(a.value()->counters().tx_drop_error, 0u);
+  EXPECT_EQ(log.report(a.value()->local(), 4791).port_unreachable, 4u);
+}
+
 TEST(UdpPort, WaitTimesOutWakesAndSeesData) {
   auto a = UdpPort::open(unshared("127.0.0.1"));
   auto b = UdpPort::open(unshared("127.0.0.1"));
