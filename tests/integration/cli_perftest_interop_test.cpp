@@ -273,21 +273,24 @@ class CliPerftestNetns : public ::testing::Test {
     return argv;
   }
 
-  // Server in its namespace, then the client once the server listens.
+  // Server in its namespace, then the client once the server listens; again while perftest
+  // could not calibrate its clock.
   std::pair<ProcResult, ProcResult> pair(const std::vector<std::string>& server,
                                          const std::vector<std::string>& client, uint16_t tcp) {
     auto env_of = [&](const std::vector<std::string>& argv) {
       return argv[4].ends_with("/uroce") ? uroce_env_ : env_;
     };
-    Process srv(server, env_of(server));
-    const auto deadline = Clock::now() + 15s;
-    while (!listening_in(srv.pid(), tcp) && Clock::now() < deadline) {
-      std::this_thread::sleep_for(20ms);
-    }
-    Process cli(client, env_of(client));
-    ProcResult c = cli.wait(120s);
-    ProcResult s = srv.wait(c.timed_out ? 1s : 10s);
-    return {s, c};
+    return rerun_if_perftest_uncalibrated([&]() -> std::pair<ProcResult, ProcResult> {
+      Process srv(server, env_of(server));
+      const auto deadline = Clock::now() + 15s;
+      while (!listening_in(srv.pid(), tcp) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+      }
+      Process cli(client, env_of(client));
+      ProcResult c = cli.wait(120s);
+      ProcResult s = srv.wait(c.timed_out ? 1s : 10s);
+      return {s, c};
+    });
   }
 
   ToolEnv env_;        // perftest over the drop-in
@@ -355,9 +358,12 @@ TEST_P(CliPerftestMismatch, UroceSaysWhyAndBothExitQuickly) {
   if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
   const ToolEnv env = interop_env();
   const uint16_t tcp = free_port(SOCK_STREAM);
-  const auto start = Clock::now();
-  auto [s, cl] =
-      run_pair(command(c.server, tcp, false), command(c.client, tcp, true), env, tcp, 20s);
+  Clock::time_point start;  // of the run whose result stands
+  auto [s, cl] = rerun_if_perftest_uncalibrated([&] {
+    start = Clock::now();
+    return run_pair_once(command(c.server, tcp, false), command(c.client, tcp, true), env, tcp,
+                         20s);
+  });
   const auto elapsed = Clock::now() - start;
   ASSERT_FALSE(cl.timed_out) << cl.output << "\n--- server:\n" << s.output;
   ASSERT_FALSE(s.timed_out) << s.output;
