@@ -1,6 +1,7 @@
 // `uroce switch --port IF --port IF ... [--mode lossy|ecn|lossless] [--rate R] [--buffer B]
 // [--ecn kmin=..,kmax=..,pmax=..] [--pfc xoff=..,xon=..] [--priorities N [--pfc PRIO,..]
-// [--dwrr W0,W1,..] [--strict PRIO,..] [--prio-map DSCP=PRIO,..]] [--json] [--trace FILE.csv]`: a
+// [--dwrr W0,W1,..] [--strict PRIO,..] [--prio-map DSCP=PRIO,..]] [--roce-port PORTS] [--json]
+// [--trace FILE.csv]`: a
 // user-space Ethernet switch between network interfaces (veths), whose egress ports are the
 // switch queue model of src/fabric: a shared bottleneck for real processes, with queue-depth
 // ECN marking and a PFC-like lossless mode that this kernel's qdiscs cannot give
@@ -8,11 +9,14 @@
 // emulates: switch_forwarder.hpp.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/switch_forwarder.hpp"
 #include "cli/switch_options.hpp"
+#include "config/host_options.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -37,6 +41,7 @@ struct SwitchArgs {
   std::string trace;
   double trace_interval_us = 1000;
   bool json = false;
+  std::string roce_ports;  // default: UROCE_UDP_PORT, else 4791
 };
 
 int fail(const std::string& why) {
@@ -173,6 +178,18 @@ int run(const SwitchArgs& a) {
   o.trace_path = a.trace;
   o.trace_interval_us = a.trace_interval_us;
   o.json = a.json;
+  if (!a.roce_ports.empty()) {
+    if (!parse_udp_ports(a.roce_ports, "--roce-port", o.roce_ports, error)) return fail(error);
+    o.roce_ports_text = a.roce_ports;
+  } else if (const char* env = std::getenv("UROCE_UDP_PORT"); env != nullptr && *env != '\0') {
+    const std::optional<uint64_t> port = config::parse_uint_var("UROCE_UDP_PORT", env, error);
+    if (!port || *port < 1 || *port > 65535) {
+      return fail(port ? fmt::format("UROCE_UDP_PORT={} is not a UDP port (1 .. 65535)", env)
+                       : error);
+    }
+    o.roce_ports.set(*port);
+    o.roce_ports_text = env;
+  }
   return run_switch(o);
 }
 
@@ -234,6 +251,11 @@ Subcommand add_switch_command(CLI::App& app) {
       ->check(CLI::Range(10.0, 1e7))
       ->capture_default_str();
   sub->add_flag("--json", a->json, "Print the counters at exit as one JSON object");
+  sub->add_option("--roce-port", a->roce_ports,
+                  "UDP ports of the RoCE traffic, PORT[-PORT][,...] (default: UROCE_UDP_PORT if "
+                  "set, else 4791): a held RC request that its QP's go-back-N resend replaces "
+                  "leaves the lossless hold queue (counted as superseded), as a paused NIC would "
+                  "not have sent it");
   return {sub, [a] { return run(*a); }};
 }
 

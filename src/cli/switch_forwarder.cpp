@@ -19,10 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/switch_hold_queue.hpp"
 #include "fabric/ecn_frame.hpp"
 #include "fabric/mac_table.hpp"
 #include "fabric/udp_gso.hpp"
 #include "net/af_packet_port.hpp"
+#include "wire/packet.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -64,39 +66,15 @@ uint64_t sysfs_counter(const std::string& ifname, const char* name) {
   return v;
 }
 
-// A FIFO of frame slots (index into the pool) with their egress, preallocated.
-class SlotRing {
- public:
-  explicit SlotRing(size_t capacity) : items_(capacity) {}
-  bool push(uint32_t slot, uint32_t egress) {
-    if (count_ == items_.size()) return false;
-    items_[(head_ + count_) % items_.size()] = {slot, egress};
-    ++count_;
-    return true;
-  }
-  std::pair<uint32_t, uint32_t> pop() {
-    const auto v = items_[head_];
-    head_ = (head_ + 1) % items_.size();
-    --count_;
-    return v;
-  }
-  [[nodiscard]] bool empty() const { return count_ == 0; }
-  [[nodiscard]] size_t size() const { return count_; }
-
- private:
-  std::vector<std::pair<uint32_t, uint32_t>> items_;
-  size_t head_ = 0;
-  size_t count_ = 0;
-};
-
 struct PortStats {
   uint64_t rx_frames = 0, rx_bytes = 0, tx_frames = 0, tx_bytes = 0;
   uint64_t flooded = 0, filtered = 0, held = 0, held_max = 0, oversized = 0;
+  uint64_t superseded = 0;     // held frames a go-back-N resend of their QP replaced
   uint64_t gso_segmented = 0;  // UDP GSO super-frames cut into datagrams
   uint64_t tx_dropped_at_start = 0;
   // Per priority, frames of this ingress held while (ingress, priority) was paused; held_max
   // above is the largest of the priorities' held_max.
-  std::array<uint64_t, fabric::kMaxPriorities> prio_held{}, prio_held_max{};
+  std::array<uint64_t, fabric::kMaxPriorities> prio_held{}, prio_held_max{}, prio_superseded{};
 };
 
 class Forwarder {
@@ -110,8 +88,10 @@ class Forwarder {
         lens_(o.frame_slots),
         stats_(ports_.size()),
         backlog_(ports_.size()),
-        classes_(qc.priorities) {
+        classes_(qc.priorities),
+        roce_ports_(o.roce_ports.any() ? o.roce_ports : UdpPortSet().set(wire::kRoceV2Port)) {
     free_.reserve(o.frame_slots);
+    superseded_.reserve(o.frame_slots);
     for (uint32_t s = o.frame_slots; s-- > 0;) free_.push_back(s);
     // One hold queue per (ingress, priority), each with room for every frame slot.
     holds_.reserve(ports_.size() * classes_);
@@ -190,7 +170,7 @@ class Forwarder {
     }
     return false;
   }
-  SlotRing& hold_queue(uint32_t in, uint32_t cls) { return holds_[size_t{in} * classes_ + cls]; }
+  HoldQueue& hold_queue(uint32_t in, uint32_t cls) { return holds_[size_t{in} * classes_ + cls]; }
   // The frame's priority from its DSCP (non-IP frames: 0).
   uint8_t priority_of(std::span<const uint8_t> f) const {
     const fabric::FrameEcn e = fabric::frame_ecn(f);
@@ -330,10 +310,13 @@ class Forwarder {
   }
 
   void hold(uint32_t in, uint32_t cls, uint32_t s, uint32_t out) {
-    SlotRing& h = hold_queue(in, cls);
-    // Cannot fail: the ring has a place for every frame slot.
-    (void)h.push(s, out);
+    HoldQueue& h = hold_queue(in, cls);
+    superseded_.clear();
+    h.push({s, out}, rc_request_of(frame(s), roce_ports_), superseded_);
     PortStats& st = stats_[in];
+    for (const uint32_t gone : superseded_) release(gone);
+    st.superseded += superseded_.size();
+    st.prio_superseded[cls] += superseded_.size();
     ++st.held;
     ++st.prio_held[cls];
     st.prio_held_max[cls] = std::max<uint64_t>(st.prio_held_max[cls], h.size());
@@ -407,10 +390,10 @@ class Forwarder {
   // XON for (ingress `in`, priority `cls`): its held frames enter the queues, oldest first,
   // until it is paused again.
   void release_hold(uint32_t in, uint32_t cls, TimePoint now) {
-    SlotRing& h = hold_queue(in, cls);
+    HoldQueue& h = hold_queue(in, cls);
     while (!h.empty() && !model_.paused(in, cls)) {
-      const auto [s, out] = h.pop();
-      offer(out, in, s, now);
+      const HeldFrame f = h.pop();
+      offer(f.egress, in, f.slot, now);
     }
   }
 
@@ -457,14 +440,15 @@ class Forwarder {
                    {"pause_events", in.pause_events},
                    {"paused_ns", in.paused_ns},
                    {"held", st.prio_held[c]},
-                   {"held_max", st.prio_held_max[c]}});
+                   {"held_max", st.prio_held_max[c]},
+                   {"superseded", st.prio_superseded[c]}});
     }
     return a;
   }
 
   nlohmann::json stats_json(TimePoint now) {
     nlohmann::json ports = nlohmann::json::array();
-    uint64_t dropped = 0, marked = 0, pauses = 0, kernel = 0, enq = 0;
+    uint64_t dropped = 0, marked = 0, pauses = 0, kernel = 0, enq = 0, superseded = 0;
     for (uint32_t e = 0; e < ports_.size(); ++e) {
       const fabric::PortCounters& c = model_.port(e);
       const fabric::IngressCounters in = model_.ingress(e, now);
@@ -491,6 +475,7 @@ class Forwarder {
                        {"paused_ns", in.paused_ns},
                        {"held", st.held},
                        {"held_max", st.held_max},
+                       {"superseded", st.superseded},
                        {"priorities", priority_json(e, now)},
                        {"kernel_rx_drops", krx},
                        {"kernel_tx_dropped", ktx},
@@ -501,6 +486,7 @@ class Forwarder {
       pauses += in.pause_events;
       kernel += krx + ktx + ports_[e]->truncated() + ports_[e]->tx_errors();
       enq += c.enqueued;
+      superseded += st.superseded;
     }
     const fabric::SwitchQueueConfig& q = model_.config();
     nlohmann::json j = {{"mode", switch_mode_name(o_.mode)},
@@ -509,6 +495,7 @@ class Forwarder {
                         {"shared_buffer_bytes", q.shared_buffer_bytes},
                         {"frame_slots", o_.frame_slots},
                         {"frame_slot_bytes", o_.slot_bytes},
+                        {"roce_ports", o_.roce_ports_text},
                         {"elapsed_ns", (now - start_).count()},
                         {"priorities", classes_},
                         {"ports", ports},
@@ -517,7 +504,8 @@ class Forwarder {
                           {"dropped", dropped},
                           {"ecn_marked", marked},
                           {"pause_events", pauses},
-                          {"kernel_drops", kernel}}}};
+                          {"kernel_drops", kernel},
+                          {"superseded", superseded}}}};
     j["ecn"] = q.red.enabled
                    ? nlohmann::json{{"kmin_bytes", q.red.kmin_bytes},
                                     {"kmax_bytes", q.red.kmax_bytes},
@@ -543,18 +531,21 @@ class Forwarder {
     const nlohmann::json j = stats_json(now);
     fmt::print("uroce switch: {} ms, mode {}\n", (now - start_).count() / 1'000'000,
                switch_mode_name(o_.mode));
-    fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12} {:>9} {:>13}\n",
-               "port", "rx", "tx", "dropped", "marked", "pauses", "max_depth_B", "held_max",
-               "kernel_drops", "oversized", "gso_segmented");
+    fmt::print(
+        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>10} {:>12} {:>9} {:>13}\n",
+        "port", "rx", "tx", "dropped", "marked", "pauses", "max_depth_B", "held_max", "superseded",
+        "kernel_drops", "oversized", "gso_segmented");
     for (const auto& p : j["ports"]) {
-      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>12} {:>9} {:>13}\n",
-                 p["name"].get<std::string>(), p["rx_frames"].get<uint64_t>(),
-                 p["tx_frames"].get<uint64_t>(),
-                 p["dropped_tail"].get<uint64_t>() + p["dropped_headroom"].get<uint64_t>(),
-                 p["ecn_marked"].get<uint64_t>(), p["pause_events"].get<uint64_t>(),
-                 p["max_depth_bytes"].get<uint64_t>(), p["held_max"].get<uint64_t>(),
-                 p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>(),
-                 p["oversized"].get<uint64_t>(), p["gso_segmented"].get<uint64_t>());
+      fmt::print(
+          "{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>10} {:>12} {:>9} {:>13}\n",
+          p["name"].get<std::string>(), p["rx_frames"].get<uint64_t>(),
+          p["tx_frames"].get<uint64_t>(),
+          p["dropped_tail"].get<uint64_t>() + p["dropped_headroom"].get<uint64_t>(),
+          p["ecn_marked"].get<uint64_t>(), p["pause_events"].get<uint64_t>(),
+          p["max_depth_bytes"].get<uint64_t>(), p["held_max"].get<uint64_t>(),
+          p["superseded"].get<uint64_t>(),
+          p["kernel_rx_drops"].get<uint64_t>() + p["kernel_tx_dropped"].get<uint64_t>(),
+          p["oversized"].get<uint64_t>(), p["gso_segmented"].get<uint64_t>());
     }
     if (classes_ == 1) return;
     // Per priority: egress queue counters, and the port's pauses as an ingress.
@@ -579,11 +570,13 @@ class Forwarder {
   std::vector<uint8_t> pool_;
   std::vector<uint32_t> lens_;
   std::vector<uint32_t> free_;
-  std::vector<SlotRing> holds_;
+  std::vector<HoldQueue> holds_;
+  std::vector<uint32_t> superseded_;  // hold()'s scratch: slots a push took out
   std::vector<PortStats> stats_;
   std::vector<Backlog> backlog_;
   std::vector<pollfd> pfds_;
   uint32_t classes_;  // priority queues per port
+  UdpPortSet roce_ports_;
   std::FILE* trace_ = nullptr;
   TimePoint start_{};
 };

@@ -24,14 +24,15 @@
 // keeps reading i's socket but parks i's frames of priority c, in order, in the hold queue
 // of (i, c) instead of offering them to the egress queues; i's other priorities keep
 // flowing. When the model resumes (i, c) (XON), the held frames enter the queues first. The hold
-// queues play the part of the upstream device's transmit queue that a PAUSE frame would stop, so
-// nothing is dropped while frame slots last; when they run out the forwarder stops reading, the
-// kernel queues in the socket buffer and finally drops (reported as kernel_rx_drops). What it does
-// not emulate: the sender's own rate does not drop (a real pause stops the sender's NIC; here the
-// sender keeps transmitting into the hold queue), there is no pause propagation further upstream,
-// no pause frame on the wire, and a pause takes effect with zero reaction time (so the
-// model's headroom is never needed). No downstream pause either: the model's egress
-// queues are never held by a next hop.
+// queues play the part of the upstream device's transmit queue that a PAUSE frame would stop (a
+// RoCE requester's go-back-N resend replaces what is still held of its QP, as a paused NIC
+// would not have sent it: switch_hold_queue.hpp), so nothing is dropped while frame slots last;
+// when they run out the forwarder stops reading, the kernel queues in the socket buffer and finally
+// drops (reported as kernel_rx_drops). What it does not emulate: the sender's own rate does not
+// drop (a real pause stops the sender's NIC; here the sender keeps transmitting into the hold
+// queue), there is no pause propagation further upstream, no pause frame on the wire, and a pause
+// takes effect with zero reaction time (so the model's headroom is never needed). No downstream
+// pause either: the model's egress queues are never held by a next hop.
 #pragma once
 
 #include <array>
@@ -65,6 +66,10 @@ struct SwitchRunOptions {
   std::string trace_path;    // CSV of queue samples; empty: none
   double trace_interval_us = 1000;
   bool json = false;
+  // The UDP ports RoCE runs on: the hold queues recognise RC requests on them (a go-back-N
+  // resend supersedes what is still held of its QP, switch_hold_queue.hpp). Empty: 4791.
+  UdpPortSet roce_ports;
+  std::string roce_ports_text = "4791";  // as given, for the counters' JSON
 };
 
 [[nodiscard]] const char* switch_mode_name(SwitchMode m);

@@ -229,4 +229,25 @@ bool parse_dwrr(std::string_view text, DwrrWeights& w, std::string& error) {
   return true;
 }
 
+bool parse_udp_ports(std::string_view text, std::string_view option, UdpPortSet& ports,
+                     std::string& error) {
+  const auto bad = [&](std::string_view piece) {
+    error = fmt::format(
+        "{}: '{}' is not a UDP port or range; use e.g. 4791, 4791-4799 or "
+        "4791,5000 (ports 1..65535)",
+        option, piece);
+    return false;
+  };
+  if (text.empty()) return bad(text);
+  for (const std::string_view piece : split_commas(text)) {
+    const size_t dash = piece.find('-');
+    const auto lo = parse_uint(piece.substr(0, dash), 1, 65535);
+    const auto hi =
+        dash == std::string_view::npos ? lo : parse_uint(piece.substr(dash + 1), 1, 65535);
+    if (!lo || !hi || *hi < *lo) return bad(piece);
+    for (uint32_t p = *lo; p <= *hi; ++p) ports.set(p);
+  }
+  return true;
+}
+
 }  // namespace uroce::cli

@@ -12,9 +12,11 @@
 //                                               dscp2prio: DSCP 26 -> 3, CNP DSCP 48 -> 6)
 //   --dwrr W0,W1,...                            one DWRR weight per priority, 1..1000
 //   --strict PRIO[,PRIO]                        strict priorities (0..7)
+//   --roce-port PORT[-PORT][,...]               UDP ports of the RoCE traffic (1..65535)
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -55,5 +57,12 @@ struct DwrrWeights {
 };
 // "W0,W1,...": up to 8 weights, each 1..1000.
 [[nodiscard]] bool parse_dwrr(std::string_view text, DwrrWeights& w, std::string& error);
+
+// A bit per UDP port.
+using UdpPortSet = std::bitset<65536>;
+// "PORT[-PORT][,PORT[-PORT]...]" for `option` (e.g. "--roce-port"), each 1..65535, into `ports`
+// (added to what is there).
+[[nodiscard]] bool parse_udp_ports(std::string_view text, std::string_view option,
+                                   UdpPortSet& ports, std::string& error);
 
 }  // namespace uroce::cli

@@ -222,7 +222,7 @@ class SwitchNetnsTest : public ::testing::Test {
   }
 
   std::unique_ptr<Process> start_switch(std::vector<std::string> args) {
-    std::vector<std::string> argv = {uroce_bin(), "switch", "--port", "sr"};
+    std::vector<std::string> argv = {uroce_bin(), "switch", "--roce-port", udp_, "--port", "sr"};
     for (int i = 0; i < n_; ++i) argv.insert(argv.end(), {"--port", "s" + std::to_string(i)});
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--json");
@@ -405,8 +405,9 @@ TEST_F(SwitchNetnsTest, FourSendersLosslessNeverDrops) {
 // 50 Mbit/s gives priority 3 ~30 ms of queue, which rides out a loaded machine's scheduling
 // gaps (at 200 Mbit/s, 11 ms did not: medians fell to 2.5 under load). A deeper queue is no
 // cure: at 20 Mbit/s, or 50 Mbit/s over jumbo veths (priority 0's queue delay 200-340 ms),
-// some ASan runs hung until the 40 s timeout (not fixed yet; most likely the retransmission
-// timer firing on packets that were only queued).
+// some ASan runs hung until the 40 s timeout (the retransmission timer firing on packets that
+// were only held: the go-back-N collapse src/cli/switch_hold_queue.hpp describes and prevents
+// since; the test kept its 50 Mbit/s).
 TEST_F(SwitchNetnsTest, TwoSendersDwrrSharesTheBottleneckByWeight) {
 #if defined(__SANITIZE_ADDRESS__)
   // A share of bytes per 250 ms needs both senders to keep their queues backlogged; sanitized
@@ -675,6 +676,7 @@ TEST(SwitchCli, BadValuesGiveOneLineErrors) {
   struct Case {
     std::vector<std::string> args;
     std::string message;
+    Env env = {};
   };
   const std::vector<Case> cases = {
       {{"--port", "a", "--port", "b", "--rate", "1gbits"},
@@ -716,11 +718,17 @@ TEST(SwitchCli, BadValuesGiveOneLineErrors) {
        "uroce switch: --prio-map: '26' is not DSCP=PRIO, e.g. 26=3,48=6\n"},
       {{"--port", "a"}, "uroce switch: give at least two --port interfaces to switch between\n"},
       {{"--port", "a", "--port", "a"}, "uroce switch: --port a is given twice\n"},
+      {{"--port", "a", "--port", "b", "--roce-port", "0"},
+       "uroce switch: --roce-port: '0' is not a UDP port or range; use e.g. 4791, 4791-4799 or "
+       "4791,5000 (ports 1..65535)\n"},
+      {{"--port", "a", "--port", "b"},
+       "uroce switch: UROCE_UDP_PORT=99999 is not a UDP port (1 .. 65535)\n",
+       {{"UROCE_UDP_PORT", "99999"}}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {uroce_bin(), "switch"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    Process p("", Env{}, argv);
+    Process p("", c.env, argv);
     EXPECT_EQ(p.wait(10s), 2) << p.both();
     EXPECT_EQ(p.err(), c.message);
   }

@@ -168,6 +168,27 @@ TEST(SwitchOptions, DwrrWeights) {
 
 // Frame buffers hold the largest port's MTU with vnet, Ethernet and VLAN headers: a buffer
 // smaller than a frame would send the frame around the queue model.
+TEST(SwitchOptions, RocePortsAndRanges) {
+  UdpPortSet ports;
+  std::string error;
+  ASSERT_TRUE(parse_udp_ports("4791", "--roce-port", ports, error)) << error;
+  EXPECT_EQ(ports.count(), 1u);
+  EXPECT_TRUE(ports.test(4791));
+  ASSERT_TRUE(parse_udp_ports("4800-4803,1,65535", "--roce-port", ports, error)) << error;
+  EXPECT_EQ(ports.count(), 7u);
+  EXPECT_TRUE(ports.test(4800) && ports.test(4803) && ports.test(1) && ports.test(65535));
+  EXPECT_FALSE(ports.test(4804));
+  for (const char* bad : {"", "0", "65536", "4791-", "-4791", "4799-4791", "47a", "4791,,4792"}) {
+    UdpPortSet p;
+    EXPECT_FALSE(parse_udp_ports(bad, "--roce-port", p, error)) << bad;
+  }
+  UdpPortSet p;
+  EXPECT_FALSE(parse_udp_ports("4799-4791", "--roce-port", p, error));
+  EXPECT_EQ(error,
+            "--roce-port: '4799-4791' is not a UDP port or range; use e.g. 4791, 4791-4799 or "
+            "4791,5000 (ports 1..65535)");
+}
+
 TEST(SwitchOptions, FrameSlotsFitTheLargestPortMtu) {
   EXPECT_EQ(frame_slot_bytes(1500), 2048u);  // never below 2 KiB
   EXPECT_EQ(frame_slot_bytes(4096), 4160u);  // 10 + 14 + 4 + 4096 = 4124, in 64-byte lines
