@@ -38,6 +38,13 @@ struct RxPacket {
   std::span<uint8_t> buf;  // in: room for one packet (>= kPacketBufferSize)
   size_t len = 0;          // out: bytes received
   transport::PacketMeta meta;
+  // out: where the bytes are when not in `buf`: memory of the PacketIo, valid until its next
+  // rx_burst (a UDP GRO message is handed out in place, not copied). rx_burst sets it on
+  // every packet it returns; nullptr: the bytes are in `buf`.
+  const uint8_t* data = nullptr;
+  [[nodiscard]] std::span<const uint8_t> bytes() const {
+    return {data != nullptr ? data : buf.data(), len};
+  }
 };
 
 // Room for any packet the engine builds or accepts: a 4096-byte payload plus headers.
@@ -83,6 +90,7 @@ class PacketIo {
  public:
   virtual ~PacketIo() = default;
 
+  // Fills out[0, n) and returns n; sets each returned packet's `data` (RxPacket).
   virtual size_t rx_burst(std::span<RxPacket> out) = 0;
   virtual size_t tx_burst(std::span<const transport::TxSlot> pkts) = 0;
   virtual void maintain() {}

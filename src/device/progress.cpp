@@ -114,7 +114,7 @@ bool Device::io_pass(bool app_pass) {
     std::lock_guard lock(engine_mu_);
     const TimePoint t = now();
     for (size_t i = 0; i < n_rx; ++i) {
-      engine_.on_packet(t, rx_[i].meta, std::span<const uint8_t>(rx_[i].buf.data(), rx_[i].len));
+      engine_.on_packet(t, rx_[i].meta, rx_[i].bytes());
     }
     if (engine_.next_deadline() <= t) {
       engine_.on_timer(t);

@@ -141,6 +141,7 @@ size_t ImpairedPacketIo::deliver_held(TimePoint now, std::span<device::RxPacket>
     std::memcpy(out[n].buf.data(), p.bytes.data(), p.bytes.size());
     out[n].len = p.bytes.size();
     out[n].meta = p.meta;
+    out[n].data = nullptr;
     rx_line_->pop();
     ++n;
   }
@@ -200,6 +201,13 @@ size_t ImpairedPacketIo::rx_burst(std::span<device::RxPacket> out) {
   if (rx_queue_) drain(*rx_queue_, *rx_line_, t, false);
   const size_t held = deliver_held(t, out);
   const size_t fresh = inner_->rx_burst(out.subspan(held));
+  // The impairments change, hold and duplicate packets in their own buffers: take the ones
+  // the port handed out in place (UDP GRO) into them first.
+  for (device::RxPacket& p : out.subspan(held, fresh)) {
+    if (p.data == nullptr) continue;
+    std::memcpy(p.buf.data(), p.data, p.len);
+    p.data = nullptr;
+  }
   const size_t n = held + impair_received(t, out.subspan(held), fresh);
   publish();
   return n;

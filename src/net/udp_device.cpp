@@ -85,9 +85,14 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
     for (size_t i = 0; i < n; ++i) {
       const RxDatagram& d = rx_scratch_[i];
       device::RxPacket& p = out[total + i];
-      // recv_burst may have dropped datagrams in between: copy into the slot whose buffer
-      // the datagram actually landed in, which is slot i only if nothing was dropped.
-      if (d.buf.data() != p.buf.data()) std::memcpy(p.buf.data(), d.buf.data(), d.len);
+      // A UDP GRO datagram stays where the port received it (valid until the next rx_burst:
+      // the device is done with it by then). Otherwise recv_burst may have dropped datagrams
+      // in between: copy from the slot whose buffer the datagram actually landed in, which
+      // is slot i only if nothing was dropped.
+      p.data = d.in_port ? d.buf.data() : nullptr;
+      if (!d.in_port && d.buf.data() != p.buf.data()) {
+        std::memcpy(p.buf.data(), d.buf.data(), d.len);
+      }
       p.len = d.len;
       p.meta = transport::PacketMeta{};
       p.meta.ip = d.ip;

@@ -866,13 +866,16 @@ void UdpPort::fill_meta(const msghdr& h, RxDatagram& d) {
   }
 }
 
-bool UdpPort::deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, RxDatagram& d,
-                           bool* misdelivered, bool* unowned) {
+bool UdpPort::deliver_in_place(std::span<uint8_t> bytes, const RxDatagram& m, RxDatagram& d,
+                               bool* misdelivered, bool* unowned) {
+  // No larger than the caller's room, as if it had been received there.
   if (bytes.size() > d.buf.size()) {
     ++counters_.rx_drop_truncated;
     return false;
   }
-  std::memcpy(d.buf.data(), bytes.data(), bytes.size());
+  const std::span<uint8_t> room = d.buf;
+  d.buf = bytes;
+  d.in_port = true;
   d.len = bytes.size();
   d.ip = m.ip;
   d.tos = m.tos;
@@ -883,6 +886,8 @@ bool UdpPort::deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, 
   if (!keep_datagram(d)) {
     *misdelivered |= counters_.rx_drop_misdelivered != misdelivered_before;
     *unowned |= counters_.rx_drop_no_owner != unowned_before;
+    d.buf = room;
+    d.in_port = false;
     return false;
   }
   ++counters_.rx_packets;
@@ -946,9 +951,9 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
       continue;
     }
     const size_t n = std::min(gro_seg_[e], gro_len_[e] - gro_offset_);
-    const std::span<const uint8_t> bytes(gro_area_.get() + e * kGroBytes + gro_offset_, n);
+    const std::span<uint8_t> bytes(gro_area_.get() + e * kGroBytes + gro_offset_, n);
     gro_offset_ += n;
-    if (deliver_copy(bytes, gro_meta_[e], out[kept], &misdelivered, &unowned)) ++kept;
+    if (deliver_in_place(bytes, gro_meta_[e], out[kept], &misdelivered, &unowned)) ++kept;
   }
   repair_after(misdelivered, unowned);
   return kept;
@@ -982,6 +987,7 @@ size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
 size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   const size_t want = std::min(out.size(), kMaxBurst);
   if (want == 0) return 0;
+  for (RxDatagram& d : out.first(want)) d.in_port = false;
   if (!stash_.empty()) {
     if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
   }

@@ -84,8 +84,8 @@ struct UdpPortConfig {
   bool gso = false;
   // UDP GRO (UDP_GRO) on the receiving socket: the kernel hands over a run of same-size
   // datagrams of one flow and TOS as one (a peer's GSO message on loopback or a veth, or
-  // datagrams a NIC's GRO merged), which recv_burst() cuts back into datagrams, each copied
-  // into its caller buffer. Off here; UdpDevice turns it on (UROCE_GRO).
+  // datagrams a NIC's GRO merged), which recv_burst() cuts back into datagrams, each handed
+  // out where it lies (RxDatagram::in_port). Off here; UdpDevice turns it on (UROCE_GRO).
   bool gro = false;
 };
 
@@ -104,6 +104,9 @@ struct RxDatagram {
   uint8_t tos = 0;         // out: received TOS / traffic class (DSCP << 2 | ECN)
   uint8_t ttl = 0;         // out: received TTL / hop limit
   int ifindex = 0;         // out: interface it arrived on
+  // out: `buf` was pointed at the datagram in the port's own memory (UDP GRO: no copy), valid
+  // until the next recv_burst(); false: the datagram is in the caller's buffer.
+  bool in_port = false;
 };
 
 struct WaitResult {
@@ -249,13 +252,14 @@ class UdpPort {
   // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
   void note_kernel_drops(uint32_t cumulative);
   size_t deliver_stash(std::span<RxDatagram> out);
-  // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and cuts them into
-  // `out`; what does not fit stays pending for the next call.
+  // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and hands their
+  // datagrams out in place; what does not fit `out` stays pending for the next call.
   size_t recv_burst_gro(std::span<RxDatagram> out);
-  // Copies bytes of one datagram with meta `m` into out[kept] and applies keep_datagram();
-  // true if it was kept. Sets *misdelivered / *unowned as keep_datagram() counted.
-  bool deliver_copy(std::span<const uint8_t> bytes, const RxDatagram& m, RxDatagram& out,
-                    bool* misdelivered, bool* unowned);
+  // Points `out` at one datagram in gro_area_ with meta `m` and applies keep_datagram(); true
+  // if it was kept (else `out` keeps its buffer). Sets *misdelivered / *unowned as
+  // keep_datagram() counted.
+  bool deliver_in_place(std::span<uint8_t> bytes, const RxDatagram& m, RxDatagram& out,
+                        bool* misdelivered, bool* unowned);
   void repair_after(bool misdelivered, bool unowned);
   // Points recvmmsg entry i at `len` bytes of `buf` with its name and cmsg room.
   void prepare_rx(size_t i, uint8_t* buf, size_t len);

@@ -69,11 +69,11 @@ void CaptureSink::write_received(std::span<const device::RxPacket> pkts) {
       // Unknown to a UDP socket (see the header comment), but the ICRC covers them: record
       // the ID and DF it was computed over (a GSO segment's ID k, rxe's changing IDs), so the
       // capture verifies exactly; a packet no ID explains (corrupted) is recorded with ID 0.
-      const auto id = wire::solve_ipv4_id(meta.ip, std::span<const uint8_t>(p.buf.data(), p.len));
+      const auto id = wire::solve_ipv4_id(meta.ip, p.bytes());
       meta.ip.ipv4_id = id ? id->id : 0;
       meta.ip.ipv4_df = id ? id->df : true;
     }
-    write(meta, std::span<const uint8_t>(p.buf.data(), p.len), t);
+    write(meta, p.bytes(), t);
   }
 }
 

@@ -160,7 +160,7 @@ void DeviceTelemetry::on_rx(TimePoint now, std::span<const device::RxPacket> rec
   if (!options_.measure_rtt) return;
   std::lock_guard lock(qp_mu_);
   for (const device::RxPacket& p : received) {
-    rtt_.on_received(now, p.meta, std::span<const uint8_t>(p.buf.data(), p.len));
+    rtt_.on_received(now, p.meta, p.bytes());
   }
 }
 

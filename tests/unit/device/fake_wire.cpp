@@ -13,6 +13,7 @@ size_t FakeIo::rx_burst(std::span<device::RxPacket> out) {
     std::memcpy(out[n].buf.data(), p.bytes.data(), p.bytes.size());
     out[n].len = p.bytes.size();
     out[n].meta = p.meta;
+    out[n].data = nullptr;
     queue_.pop_front();
     ++n;
   }

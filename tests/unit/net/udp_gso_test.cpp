@@ -217,7 +217,10 @@ std::vector<testing::Got> receive_in(UdpPort& port, size_t count, size_t room) {
     for (size_t i = 0; i < room; ++i) rx[i].buf = bufs[i];
     const size_t n = port.recv_burst(rx);
     for (size_t i = 0; i < n; ++i) {
-      out.push_back({std::vector<uint8_t>(bufs[i].begin(), bufs[i].begin() + rx[i].len), rx[i]});
+      // Where the datagram is: the caller's buffer, or (UDP GRO) the port's own memory.
+      const std::span<const uint8_t> bytes = rx[i].buf.first(rx[i].len);
+      EXPECT_EQ(rx[i].in_port, bytes.data() != bufs[i].data()) << i;
+      out.push_back({std::vector<uint8_t>(bytes.begin(), bytes.end()), rx[i]});
     }
     if (n == 0) (void)port.wait(std::chrono::milliseconds(5));
   }
@@ -241,6 +244,7 @@ TEST(UdpGro, AGsoMessageIsReceivedAsOneAndCutIntoItsDatagrams) {
     EXPECT_EQ(got[i].meta.tos, 0x02) << i;
     EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
     EXPECT_EQ(got[i].meta.ip.dst, b.value()->local().bytes) << i;
+    EXPECT_TRUE(got[i].meta.in_port) << i;  // handed out where it was received, not copied
   }
   EXPECT_EQ(b.value()->counters().rx_gro_messages, 1u);
   EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
@@ -297,7 +301,10 @@ TEST(UdpGro, PlainDatagramsArriveAsThemselves) {
   ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
   const auto got = receive_in(*b.value(), payloads.size(), UdpPort::kMaxBurst);
   ASSERT_EQ(got.size(), payloads.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].bytes, payloads[i]) << i;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, payloads[i]) << i;
+    EXPECT_TRUE(got[i].meta.in_port) << i;
+  }
   EXPECT_EQ(b.value()->counters().rx_gro_messages, 0u);
 }
 
