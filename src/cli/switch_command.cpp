@@ -9,7 +9,6 @@
 // emulates: switch_forwarder.hpp.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -17,6 +16,7 @@
 #include "cli/switch_forwarder.hpp"
 #include "cli/switch_options.hpp"
 #include "config/host_options.hpp"
+#include "wire/packet.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -179,16 +179,16 @@ int run(const SwitchArgs& a) {
   o.trace_interval_us = a.trace_interval_us;
   o.json = a.json;
   if (!a.roce_ports.empty()) {
+    o.roce_ports.reset();  // the given ports replace the default
     if (!parse_udp_ports(a.roce_ports, "--roce-port", o.roce_ports, error)) return fail(error);
     o.roce_ports_text = a.roce_ports;
-  } else if (const char* env = std::getenv("UROCE_UDP_PORT"); env != nullptr && *env != '\0') {
-    const std::optional<uint64_t> port = config::parse_uint_var("UROCE_UDP_PORT", env, error);
-    if (!port || *port < 1 || *port > 65535) {
-      return fail(port ? fmt::format("UROCE_UDP_PORT={} is not a UDP port (1 .. 65535)", env)
-                       : error);
-    }
-    o.roce_ports.set(*port);
-    o.roce_ports_text = env;
+  } else {
+    // UROCE_UDP_PORT (or its alias) as every uroce command reads it, else 4791.
+    const std::optional<config::HostOptions> host = config::HostOptions::from_env(error);
+    if (!host) return fail(error);
+    const uint16_t port = host->udp_port.value_or(wire::kRoceV2Port);
+    o.roce_ports.set(port);
+    o.roce_ports_text = std::to_string(port);
   }
   return run_switch(o);
 }

@@ -24,7 +24,6 @@
 #include "fabric/mac_table.hpp"
 #include "fabric/udp_gso.hpp"
 #include "net/af_packet_port.hpp"
-#include "wire/packet.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -88,8 +87,7 @@ class Forwarder {
         lens_(o.frame_slots),
         stats_(ports_.size()),
         backlog_(ports_.size()),
-        classes_(qc.priorities),
-        roce_ports_(o.roce_ports.any() ? o.roce_ports : UdpPortSet().set(wire::kRoceV2Port)) {
+        classes_(qc.priorities) {
     free_.reserve(o.frame_slots);
     superseded_.reserve(o.frame_slots);
     for (uint32_t s = o.frame_slots; s-- > 0;) free_.push_back(s);
@@ -312,7 +310,7 @@ class Forwarder {
   void hold(uint32_t in, uint32_t cls, uint32_t s, uint32_t out) {
     HoldQueue& h = hold_queue(in, cls);
     superseded_.clear();
-    h.push({s, out}, rc_request_of(frame(s), roce_ports_), superseded_);
+    h.push({s, out}, rc_request_of(frame(s), o_.roce_ports), superseded_);
     PortStats& st = stats_[in];
     for (const uint32_t gone : superseded_) release(gone);
     st.superseded += superseded_.size();
@@ -576,7 +574,6 @@ class Forwarder {
   std::vector<Backlog> backlog_;
   std::vector<pollfd> pfds_;
   uint32_t classes_;  // priority queues per port
-  UdpPortSet roce_ports_;
   std::FILE* trace_ = nullptr;
   TimePoint start_{};
 };

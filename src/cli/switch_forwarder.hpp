@@ -67,8 +67,8 @@ struct SwitchRunOptions {
   double trace_interval_us = 1000;
   bool json = false;
   // The UDP ports RoCE runs on: the hold queues recognise RC requests on them (a go-back-N
-  // resend supersedes what is still held of its QP, switch_hold_queue.hpp). Empty: 4791.
-  UdpPortSet roce_ports;
+  // resend supersedes what is still held of its QP, switch_hold_queue.hpp).
+  UdpPortSet roce_ports = UdpPortSet().set(4791);
   std::string roce_ports_text = "4791";  // as given, for the counters' JSON
 };
 
