@@ -2,6 +2,7 @@
 #include "cli/cc_options.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "transport/cc/cc_config.hpp"
 

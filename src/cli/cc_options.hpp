@@ -10,11 +10,10 @@
 // Each side of a run takes its own flags, as perftest's do (docs/congestion.md "Command line").
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 
+#include "cli/cli11_fwd.hpp"
 #include "net/cc_env.hpp"
 
 namespace uroce::cli {

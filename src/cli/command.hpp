@@ -3,9 +3,9 @@
 // parses the command line once and runs the subcommand the user picked.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <functional>
+
+#include "cli/cli11_fwd.hpp"
 
 namespace uroce::cli {
 

@@ -7,6 +7,7 @@
 // Kernel RDMA devices (rxe, mlx5, ...) follow uroce's, with what sysfs and ibv_query_port
 // (through rdma-core's own libibverbs) say of them (kernel_device_format.hpp).
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>

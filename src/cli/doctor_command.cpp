@@ -7,6 +7,7 @@
 // -d limits them to one device. With --peer, each kernel port on the route to the peer has
 // its active_mtu compared with the peer's.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <memory>

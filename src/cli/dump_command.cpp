@@ -2,6 +2,7 @@
 // line each, and counts the other frames on stderr. A damaged file still yields the packets
 // before the damage, then an error and exit status 1. Output and options: docs/dump.md.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <memory>

@@ -7,6 +7,7 @@
 // table, then one line per port and netdev names the GID index of RoCE v2 over IPv4 and how
 // perftest and ibv_*_pingpong take it (kernel_device_format.hpp).
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -2,6 +2,7 @@
 // line is parsed, before the command opens its device, and the device takes it from the
 // environment like any uroce process (src/net/impaired_packet_io.hpp). The spec is checked
 // here too, so a malformed one is a usage error (exit 2) before anything starts.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <string>
 

@@ -5,6 +5,7 @@
 // perftest each side uses its own (perf_perftest.cpp). Output is perftest's banner and table
 // (perf_report.hpp), or one JSON object with --json.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstring>

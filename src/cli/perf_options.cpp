@@ -2,6 +2,7 @@
 #include "cli/perf_options.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <array>
 

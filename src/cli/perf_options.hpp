@@ -7,8 +7,6 @@
 // returning one line a user can act on, or an empty string when the options are good.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "cli/cc_options.hpp"
+#include "cli/cli11_fwd.hpp"
 #include "uroce/vocab/recovery.hpp"
 
 namespace uroce::cli {

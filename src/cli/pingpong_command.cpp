@@ -8,6 +8,7 @@
 // Without -g uroce uses the GID whose address the TCP connection runs over, so it connects
 // the local side channel first and prints "local address" after that.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>

@@ -8,6 +8,7 @@
 // (docs/congestion.md, "A shared bottleneck with real processes"). The loop and what it
 // emulates: switch_forwarder.hpp.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 #include <optional>

@@ -2,6 +2,7 @@
 // They set UROCE_METRICS / UROCE_CAPTURE while the command line is parsed, before the
 // command opens its device, and the device takes them from the environment like any uroce
 // process (src/telemetry/device_telemetry.hpp) — so the commands' own code is untouched.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <string>
 

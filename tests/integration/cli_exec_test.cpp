@@ -173,13 +173,13 @@ TEST_F(CliExecTest, WrongInputGetsOneLine) {
   EXPECT_NE(r.output.find("uroce-nosuchif"), std::string::npos) << r.output;
 }
 
-// rdma-core's ibv_rc_pingpong, server and client, inside one `uroce exec`: 50,000 round trips
+// rdma-core's ibv_rc_pingpong, server and client, inside one `uroce exec`: 5,000 round trips
 // of 64 bytes, then the device's counters in the view count both processes' packets, every
 // one: `uroce exec` holds each process's counter segment open, so the last counts a process
 // published before it exited stay in the files. In a network namespace of its own, because
 // the files count every process using the device in the namespace (other tests use lo's).
-// The limit is 180 s: in the ASan+UBSan tree (-O0) a round trip takes 0.6 ms instead of
-// 0.05 ms, so the run takes 30-40 s alone and passed 60 s beside another test in CI.
+// 5,000, not more: both programs and both progress threads spin, so beside another test on
+// two cores a round trip in the ASan+UBSan tree took 3.5 ms (50,000 took 178 s of CI).
 TEST_F(CliExecTest, HwCountersCountTheProgramsPackets) {
   if (!have_program("/usr/bin/ibv_rc_pingpong")) GTEST_SKIP() << "ibverbs-utils not installed";
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
@@ -189,7 +189,7 @@ TEST_F(CliExecTest, HwCountersCountTheProgramsPackets) {
       0);
   const std::string port = std::to_string(free_port(SOCK_STREAM));
   const std::string c = "/sys/class/infiniband/uroce_lo/ports/1/hw_counters/";
-  const std::string pingpong = "ibv_rc_pingpong -g 1 -s 64 -n 50000 -p " + port;
+  const std::string pingpong = "ibv_rc_pingpong -g 1 -s 64 -n 5000 -p " + port;
   const ProcResult r = exec_sh(
       "echo before=$(cat " + c + "rdma_sends); " + pingpong + " >/dev/null 2>&1 & sleep 1; " +
           pingpong + " 127.0.0.1 >/dev/null 2>&1; rc=$?; wait; sleep 0.5; echo sent=$(cat " + c +
@@ -204,7 +204,7 @@ TEST_F(CliExecTest, HwCountersCountTheProgramsPackets) {
       std::regex_search(r.output, m, std::regex(R"(sent=(\d+) rcvd=(\d+) rdma_sends=(\d+))")))
       << r.output;
   const uint64_t sent = std::stoull(m[1]), rcvd = std::stoull(m[2]), sends = std::stoull(m[3]);
-  EXPECT_EQ(sends, 100000u) << r.output;
+  EXPECT_EQ(sends, 10000u) << r.output;
   EXPECT_GE(sent, sends) << r.output;  // SENDs and the ACKs
   EXPECT_GE(rcvd, sends) << r.output;
 }

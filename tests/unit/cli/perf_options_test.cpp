@@ -1,5 +1,6 @@
 // `uroce perf` options: perftest defaults per test and every combination it rejects.
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>

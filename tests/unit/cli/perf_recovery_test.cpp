@@ -2,6 +2,7 @@
 // (docs/congestion.md "Loss recovery"): parsed strictly, carried by the setup, and absent in
 // an older peer's setup means go-back-N.
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>
