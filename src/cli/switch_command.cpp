@@ -179,18 +179,17 @@ int run(const SwitchArgs& a) {
   o.trace_path = a.trace;
   o.trace_interval_us = a.trace_interval_us;
   o.json = a.json;
-  if (!a.roce_ports.empty()) {
-    o.roce_ports.reset();  // the given ports replace the default
-    if (!parse_udp_ports(a.roce_ports, "--roce-port", o.roce_ports, error)) return fail(error);
-    o.roce_ports_text = a.roce_ports;
-  } else {
-    // UROCE_UDP_PORT (or its alias) as every uroce command reads it, else 4791.
+  // --roce-port, else UROCE_UDP_PORT (or its alias) as every uroce command reads it, else
+  // 4791; what is resolved here replaces the options' default.
+  std::string roce_ports = a.roce_ports;
+  if (roce_ports.empty()) {
     const std::optional<config::HostOptions> host = config::HostOptions::from_env(error);
     if (!host) return fail(error);
-    const uint16_t port = host->udp_port.value_or(wire::kRoceV2Port);
-    o.roce_ports.set(port);
-    o.roce_ports_text = std::to_string(port);
+    roce_ports = std::to_string(host->udp_port.value_or(wire::kRoceV2Port));
   }
+  o.roce_ports.reset();
+  if (!parse_udp_ports(roce_ports, "--roce-port", o.roce_ports, error)) return fail(error);
+  o.roce_ports_text = roce_ports;
   return run_switch(o);
 }
 

@@ -166,8 +166,6 @@ TEST(SwitchOptions, DwrrWeights) {
   EXPECT_EQ(e, "--dwrr: more than 8 weights; give one per priority, e.g. 1,1,1,4");
 }
 
-// Frame buffers hold the largest port's MTU with vnet, Ethernet and VLAN headers: a buffer
-// smaller than a frame would send the frame around the queue model.
 TEST(SwitchOptions, RocePortsAndRanges) {
   UdpPortSet ports;
   std::string error;
@@ -189,6 +187,8 @@ TEST(SwitchOptions, RocePortsAndRanges) {
             "4791,5000 (ports 1..65535)");
 }
 
+// Frame buffers hold the largest port's MTU with vnet, Ethernet and VLAN headers: a buffer
+// smaller than a frame would send the frame around the queue model.
 TEST(SwitchOptions, FrameSlotsFitTheLargestPortMtu) {
   EXPECT_EQ(frame_slot_bytes(1500), 2048u);  // never below 2 KiB
   EXPECT_EQ(frame_slot_bytes(4096), 4160u);  // 10 + 14 + 4 + 4096 = 4124, in 64-byte lines
