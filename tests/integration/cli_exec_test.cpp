@@ -187,7 +187,7 @@ TEST_F(CliExecTest, HwCountersCountTheProgramsPackets) {
   ASSERT_EQ(
       uroce::test::run_shell("ip netns add " + ns + " && ip -n " + ns + " link set lo up").first,
       0);
-  const std::string port = std::to_string(free_port(SOCK_STREAM));
+  const std::string port = std::to_string(uroce::test::reserve_port());
   const std::string c = "/sys/class/infiniband/uroce_lo/ports/1/hw_counters/";
   const std::string pingpong = "ibv_rc_pingpong -g 1 -s 64 -n 5000 -p " + port;
   const ProcResult r = exec_sh(

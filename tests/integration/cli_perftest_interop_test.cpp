@@ -103,7 +103,7 @@ TEST_P(CliPerftestInterop, BothSidesCompleteAndReport) {
   const std::string program = "/usr/bin/ib_" + c.test;
   if (!have_program(program)) GTEST_SKIP() << program << " not installed (perftest)";
   const ToolEnv env = interop_env();
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp)};
   std::vector<std::string> uroce = {uroce_bin(),         "perf",      c.test, "-p",
                                     std::to_string(tcp), "--timeout", "120"};
@@ -189,7 +189,7 @@ TEST_P(CliPerftestSweep, AllSizes) {
   const std::string program = "/usr/bin/ib_" + c.test;
   if (!have_program(program)) GTEST_SKIP() << program << " not installed (perftest)";
   const ToolEnv env = interop_env();
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp),
                                        "-a",    "-n", "5"};
   std::vector<std::string> uroce = {uroce_bin(), "perf", c.test, "-p",        std::to_string(tcp),
@@ -357,7 +357,7 @@ TEST_P(CliPerftestMismatch, UroceSaysWhyAndBothExitQuickly) {
   const MismatchCase& c = GetParam();
   if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
   const ToolEnv env = interop_env();
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   Clock::time_point start;  // of the run whose result stands
   auto [s, cl] = rerun_if_perftest_uncalibrated([&] {
     start = Clock::now();

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_port.hpp"
+
 namespace uroce::test {
 
 inline std::string uroce_binary() {
@@ -28,10 +30,10 @@ inline std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// TCP and UDP ports of one test: distinct per process and per call.
+// TCP and UDP ports of one test: distinct per call and from every other test's
+// (test_port.hpp says why pid-derived numbers were not enough).
 inline uint16_t next_port() {
-  static uint16_t next = static_cast<uint16_t>(20000 + (getpid() % 2000) * 10);
-  return next++;
+  return reserve_port();
 }
 
 class Process {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_port.hpp"
 #include "uroce/connect.hpp"
 #include "uroce/verbs.hpp"
 
@@ -28,9 +29,9 @@ namespace uroce::itest {
 inline constexpr uint32_t kAllAccess =
     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
-// A port number unlikely to collide with another test run on this machine (never 4791).
+// A port no other test uses (never 4791; test_port.hpp).
 inline uint16_t pick_udp_port() {
-  return static_cast<uint16_t>(20000 + (getpid() * 7919 + time(nullptr)) % 20000);
+  return test::reserve_port();
 }
 
 class TempDir {

@@ -235,6 +235,12 @@ TEST_F(NetnsTest, LinkCutMidTransferGivesRetryExceededAndFlushThenRecovers) {
   co.retry_cnt = 3;
   ASSERT_TRUE(connect_qp(qp, 100, QpEndpoint{peer_qpn, 1000, peer_gid}, co));
 
+  // 50 Mbit/s out of A: the 32 MiB take about 5 s, so the cut (three nft processes after the
+  // first WR completes) lands mid-transfer however slowly they start. Unshaped, the veth moved
+  // all 32 MiB before the rule was in on a loaded machine (31 ok, no RETRY_EXC_ERR).
+  ASSERT_EQ(run("ip netns exec " + ns_a_ + " tc qdisc add dev " + veth_a_ +
+                " root tbf rate 50mbit burst 64kb latency 100ms"),
+            0);
   constexpr size_t kWrs = 32;
   fill_pattern(local_->buf.data(), kMiB, 61);
   const Sge s = local_->mr.sge(0, kMiB);

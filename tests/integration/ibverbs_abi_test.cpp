@@ -26,7 +26,7 @@ F sym(void* lib, const char* name) {
 class IbverbsAbi : public ::testing::Test {
  protected:
   void SetUp() override {
-    setenv("UROCE_PORT", std::to_string(free_port(SOCK_DGRAM)).c_str(), 1);
+    setenv("UROCE_PORT", std::to_string(test::reserve_port()).c_str(), 1);
     setenv("UROCE_NETDEVS", "lo", 1);
     setenv("UROCE_QUIET", "1", 1);
     lib_ = dlopen((lib_dir() + "/libibverbs.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -39,7 +39,7 @@ TEST_P(IbverbsPerftest, ClientAndServerReport) {
   }
   ToolEnv env;
   env.vars["UROCE_NETDEVS"] = "lo";
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   std::vector<std::string> server = {c.program, "-x", "1", "-p", std::to_string(tcp)};
   server.insert(server.end(), c.extra.begin(), c.extra.end());
   std::vector<std::string> client = server;

@@ -24,7 +24,7 @@ TEST_P(IbverbsPingpong, BothSidesCompleteTheExchange) {
   }
   ToolEnv env;
   env.vars["UROCE_NETDEVS"] = "lo";
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   const std::string iters = "200";
   std::vector<std::string> server = {c.program, "-g", "1", "-n", iters, "-p", std::to_string(tcp)};
   server.insert(server.end(), c.extra.begin(), c.extra.end());

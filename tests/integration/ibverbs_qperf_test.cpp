@@ -23,7 +23,7 @@ TEST_P(IbverbsQperf, ReportsAResult) {
   ToolEnv env;
   env.vars["UROCE_NETDEVS"] = "lo";
   env.vars["UROCE_PEER"] = "127.0.0.1";
-  const uint16_t tcp = free_port(SOCK_STREAM);
+  const uint16_t tcp = test::reserve_port();
   Process server({"qperf", "-lp", std::to_string(tcp)}, env);
   ASSERT_TRUE(wait_listening(tcp, server, 15s)) << server.read_output();
   std::vector<std::string> client = {"qperf", "127.0.0.1", "-lp", std::to_string(tcp), "-t", "1"};

@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "test_port.hpp"
+
 namespace uroce::ibtest {
 
 using Clock = std::chrono::steady_clock;
@@ -46,22 +48,6 @@ inline std::string lib_dir() {
 
 inline bool have_program(const std::string& path) {
   return access(path.c_str(), X_OK) == 0;
-}
-
-// A port the kernel just handed out for `type` (SOCK_STREAM / SOCK_DGRAM) on 127.0.0.1.
-inline uint16_t free_port(int type) {
-  const int fd = socket(AF_INET, type, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  uint16_t port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 // Paths of the sanitizer runtimes loaded into this process ("" when none): the preload list
@@ -88,7 +74,7 @@ struct ToolEnv {
   std::map<std::string, std::string> vars;
   ToolEnv() {
     vars["LD_LIBRARY_PATH"] = lib_dir();
-    vars["UROCE_PORT"] = std::to_string(free_port(SOCK_DGRAM));
+    vars["UROCE_PORT"] = std::to_string(test::reserve_port());
     if (const std::string preload = sanitizer_preload(); !preload.empty()) {
       vars["LD_PRELOAD"] = preload;
       vars["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1";

@@ -35,7 +35,7 @@ class RdmacmFlood : public ::testing::Test {
     ASSERT_TRUE(have_program(lib_dir() + "/librdmacm.so.1")) << "build uroce_rdmacm first";
     if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
     port_ = static_cast<uint16_t>(std::stoi(env_.vars.at("UROCE_PORT")));
-    rping_port_ = free_port(SOCK_STREAM);
+    rping_port_ = test::reserve_port();
     sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ASSERT_GE(sock_, 0);
     sockaddr_in a{};
