@@ -73,6 +73,12 @@ struct IoCounters {
   // Datagrams the kernel dropped at the device's sockets before uroce read them (socket
   // receive buffer full: SO_RXQ_OVFL); ethtool's rx_discards (docs/congestion.md "Counters").
   uint64_t rx_discards = 0;
+  // A shared UDP port (several uroce processes on one port, docs/networking.md): datagrams the
+  // kernel's steering handed to this process for a QP another member owns (misdelivered: the
+  // steering was stale; the sender's retransmission recovers them) or that no live member owns
+  // (a peer still sending to a QP of a process that is gone).
+  uint64_t rx_misdelivered = 0;
+  uint64_t rx_no_owner = 0;
   // What UROCE_IMPAIR did (src/net/impaired_packet_io.hpp); 0 without impairment.
   uint64_t impair_dropped = 0;
   uint64_t impair_duplicated = 0;

@@ -59,7 +59,11 @@ device::PathReport UdpPacketIo::path_report(const device::Gid& peer) const {
 
 device::IoCounters UdpPacketIo::io_counters() const {
   device::IoCounters c = path_log_ ? path_log_->totals() : device::IoCounters{};
-  for (const auto& p : ports_) c.rx_discards += p->rx_discards();
+  for (const auto& p : ports_) {
+    c.rx_discards += p->rx_discards();
+    c.rx_misdelivered += p->rx_misdelivered();
+    c.rx_no_owner += p->rx_no_owner();
+  }
   return c;
 }
 

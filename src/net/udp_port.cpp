@@ -385,13 +385,13 @@ std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
   return found;
 }
 
-void UdpPort::reconcile(bool force_verify) {
+void UdpPort::reconcile(bool force_verify, bool new_epoch) {
   if (!registry_ || fd_ < 0) return;
   auto lock = registry_->lock();
-  reconcile_locked(force_verify);
+  reconcile_locked(force_verify, new_epoch);
 }
 
-void UdpPort::reconcile_locked(bool force_verify) {
+void UdpPort::reconcile_locked(bool force_verify, bool new_epoch) {
   RegistryState state = registry_->load();
   // Our own QP1 records are ours to say: a change of them (listen_service, or an older uroce
   // that rewrote the file without them) is no repair.
@@ -427,6 +427,10 @@ void UdpPort::reconcile_locked(bool force_verify) {
     state.members.push_back(m);
     ++state.epoch;
     me = state.members.end() - 1;
+    force_verify = true;
+  }
+  if (new_epoch) {
+    ++state.epoch;
     force_verify = true;
   }
   if (force_verify || me->verified_epoch < state.epoch) {
@@ -800,14 +804,17 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
         (t.route == Qp1Route::kSlot && t.slot != *slot_ && slot_owned_by_other_[t.slot]);
     if (!others) return true;
     ++counters_.rx_drop_misdelivered;
+    rx_misdelivered_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   const uint32_t slot = slot_of_qpn(*dqpn);
   if (slot == *slot_) return true;
   if (slot_owned_by_other_[slot]) {
     ++counters_.rx_drop_misdelivered;
+    rx_misdelivered_.fetch_add(1, std::memory_order_relaxed);
   } else {
     ++counters_.rx_drop_no_owner;
+    rx_no_owner_.fetch_add(1, std::memory_order_relaxed);
   }
   return false;
 }
@@ -1055,7 +1062,11 @@ void UdpPort::repair_after(bool misdelivered, bool unowned) {
   const bool changed = registry_->changed_since_last_seen();
   if (changed || (misdelivered && now - last_misdelivery_repair_ns_ >= 10'000'000)) {
     last_misdelivery_repair_ns_ = now;
-    reconcile(false);
+    // A misdelivery that no change of the registry explains means its positions are wrong
+    // for someone (edited by hand, or a member's guess after a crash that nobody proved):
+    // a new epoch makes every member probe its own, at once here and at the others' next
+    // look. Re-reading the same file would attach the same wrong program for good.
+    reconcile(false, misdelivered && !changed);
   }
 }
 

@@ -32,7 +32,8 @@
 // the last datagram that got in are counted once the port goes idle. rx_discards() is the
 // total since open (exported as `rx_discards`, docs/congestion.md "Counters").
 //
-// Not thread-safe except wake() and rx_discards(): one progress thread drives a port.
+// Not thread-safe except wake(), rx_discards(), rx_misdelivered() and rx_no_owner(): one
+// progress thread drives a port.
 #pragma once
 
 #include <sys/socket.h>
@@ -224,6 +225,14 @@ class UdpPort {
   [[nodiscard]] const BufferReport& buffers() const { return buffers_; }
   [[nodiscard]] const UdpPortCounters& counters() const { return counters_; }
   // Datagrams the kernel dropped at this socket since open (see above). Thread-safe.
+  // Datagrams of a shared port dropped because they belong to another member
+  // (counters().rx_drop_misdelivered, rx_drop_no_owner), readable from any thread.
+  [[nodiscard]] uint64_t rx_misdelivered() const {
+    return rx_misdelivered_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] uint64_t rx_no_owner() const {
+    return rx_no_owner_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] uint64_t rx_discards() const {
     return rx_discards_.load(std::memory_order_relaxed);
   }
@@ -234,8 +243,10 @@ class UdpPort {
   NetResult<bool> create_socket();
   NetError bind_error(int err) const;
   void join_group_locked(RegistryState& state);
-  void reconcile(bool force_verify);
-  void reconcile_locked(bool force_verify);  // with the registry lock held
+  // force_verify: probe this member's position even if the registry's epoch says it is
+  // proven; new_epoch: also make every other member prove its own (the registry is suspect).
+  void reconcile(bool force_verify, bool new_epoch = false);
+  void reconcile_locked(bool force_verify, bool new_epoch = false);  // registry lock held
   std::optional<uint32_t> probe_position(size_t group_size);
   // 0, or the errno of SO_ATTACH_REUSEPORT_CBPF (also kept in last_attach_error_).
   int attach_program(const RegistryState& state);
@@ -276,6 +287,8 @@ class UdpPort {
   UdpPortCounters counters_;
   uint32_t kernel_drops_seen_ = 0;  // the kernel's 32-bit count as last seen
   std::atomic<uint64_t> rx_discards_{0};
+  std::atomic<uint64_t> rx_misdelivered_{0};
+  std::atomic<uint64_t> rx_no_owner_{0};
   QpnRange qpn_range_ = whole_qpn_range();
 
   // Sharing.

@@ -111,6 +111,11 @@ TEST(CliPerfCc, DcqcnJsonHasRatesAndCountersAndTclassIsOnTheWire) {
   EXPECT_EQ(rc["np_cnp_sent"], 0);
   EXPECT_EQ(lc["rx_discards"], 0);
   EXPECT_EQ(rc["rx_discards"], 0);
+  // Both processes share the UDP port: nothing went to the other one.
+  EXPECT_EQ(lc["rx_misdelivered"], 0);
+  EXPECT_EQ(rc["rx_misdelivered"], 0);
+  EXPECT_EQ(lc["rx_no_owner"], 0);
+  EXPECT_EQ(rc["rx_no_owner"], 0);
   // Each QP's final rate: no CNP, so DCQCN's rate stayed at the line rate.
   ASSERT_EQ(local["qps"].size(), 1u);
   ASSERT_EQ(remote["qps"].size(), 1u);

@@ -85,6 +85,7 @@ TEST(ReuseportSteering, ThreeMembersAndTheMiddleOneLeaves) {
   (void)receive(*a.value(), 1, 50ms);
   (void)receive(*c.value(), 1, 50ms);
   EXPECT_EQ(a.value()->counters().rx_drop_no_owner + c.value()->counters().rx_drop_no_owner, 1u);
+  EXPECT_EQ(a.value()->rx_no_owner() + c.value()->rx_no_owner(), 1u);
 
   a.value().reset();  // the first one leaves: c moves into position 0
   EXPECT_EQ(receive(*c.value(), 1, 10ms).size(), 0u);
@@ -199,6 +200,70 @@ TEST(ReuseportSteering, ProbesAreNotData) {
             1u);
   EXPECT_TRUE(receive(*a.value(), 1, 50ms).empty());
   EXPECT_EQ(a.value()->counters().rx_probes, 1u);
+}
+
+}  // namespace
+}  // namespace uroce::net
+
+namespace uroce::net {
+namespace {
+
+// A registry whose positions are wrong without a new epoch (edited by hand, or written by a
+// uroce that got them wrong): nobody has a reason to probe, so the program steers each
+// member's datagrams to the other. The first misdelivery must make the registry suspect for
+// every member (a new epoch), so each proves its position and the steering heals instead of
+// dropping every datagram for good.
+TEST(ReuseportSteering, WrongPositionsWithoutANewEpochHealAfterTheFirstMisdelivery) {
+  testing::TempDir dir;
+  constexpr uint16_t kPort = 24817;
+  auto a = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  auto b = UdpPort::open(shared("127.0.0.1", kPort, dir.path()));
+  ASSERT_TRUE(a.ok() && b.ok());
+  UdpPort& pa = *a.value();
+  UdpPort& pb = *b.value();
+  auto s = UdpPort::open(unshared("127.0.0.1"));
+  ASSERT_TRUE(s.ok());
+  {
+    auto reg = RegistryFile::open(dir.path(), kPort);
+    ASSERT_TRUE(reg.ok());
+    auto lock = reg.value().lock();
+    RegistryState st = reg.value().load();
+    ASSERT_EQ(st.members.size(), 2u);
+    std::swap(st.members[0].position, st.members[1].position);
+    reg.value().store(st);
+  }
+  pa.maintain();                 // reads the swapped file and attaches the program it implies
+  EXPECT_EQ(pa.position(), 1u);  // what the registry says, not the kernel
+  // One datagram for each: each lands at the other and is counted misdelivered.
+  ASSERT_EQ(send_one(*s.value(), bth_packet(pa.qpn_range().base), ip("127.0.0.1"), kPort), 1u);
+  ASSERT_EQ(send_one(*s.value(), bth_packet(pb.qpn_range().base), ip("127.0.0.1"), kPort), 1u);
+  EXPECT_TRUE(receive(pa, 1, 50ms).empty());
+  EXPECT_TRUE(receive(pb, 1, 50ms).empty());
+  EXPECT_EQ(pa.counters().rx_drop_misdelivered + pb.counters().rx_drop_misdelivered, 2u);
+  // What the device publishes as rx_misdelivered (readable from any thread).
+  EXPECT_EQ(pa.rx_misdelivered(), pa.counters().rx_drop_misdelivered);
+  EXPECT_EQ(pb.rx_misdelivered(), pb.counters().rx_drop_misdelivered);
+  // The misdeliveries started a new epoch; each member proves its place at its next look.
+  pa.maintain();
+  pb.maintain();
+  EXPECT_EQ(pa.position(), 0u);
+  EXPECT_EQ(pb.position(), 1u);
+  EXPECT_EQ(pa.counters().reuseport_probe_failures + pb.counters().reuseport_probe_failures, 0u);
+  const uint64_t before_a = pa.counters().rx_drop_misdelivered;
+  const uint64_t before_b = pb.counters().rx_drop_misdelivered;
+  for (UdpPort* m : {&pa, &pb}) {
+    const QpnRange r = m->qpn_range();
+    for (uint32_t i = 0; i < 4; ++i) {
+      ASSERT_EQ(send_one(*s.value(), bth_packet(r.base + i), ip("127.0.0.1"), kPort), 1u);
+    }
+  }
+  for (UdpPort* m : {&pa, &pb}) {
+    auto got = receive(*m, 5, 150ms);
+    EXPECT_EQ(got.size(), 4u) << "slot " << *m->slot();
+    for (const auto& g : got) EXPECT_TRUE(m->qpn_range().contains(dqpn_of(g.bytes)));
+  }
+  EXPECT_EQ(pa.counters().rx_drop_misdelivered, before_a);
+  EXPECT_EQ(pb.counters().rx_drop_misdelivered, before_b);
 }
 
 }  // namespace
