@@ -595,11 +595,13 @@ constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
 // Datagrams that may share one GSO message: one destination address, port, TOS and
 // destination QP. The QP matters because the receiving kernel steers the whole message by its
 // first datagram (a shared port's reuseport program reads that one's QPN), so a message
-// mixing the QPs of two processes sharing an address would land whole in one of them.
+// mixing the QPs of two processes sharing an address would land whole in one of them. QP1
+// never merges: its datagrams (CM MADs) are steered by their content (the Service ID of a
+// REQ, the Comm ID of a reply), which differs from one MAD to the next.
 bool same_flow(const TxDatagram& a, const TxDatagram& b) {
   const std::optional<uint32_t> qpn = dest_qpn_of(a.data);
   return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
-         a.scope_id == b.scope_id && qpn && qpn == dest_qpn_of(b.data);
+         a.scope_id == b.scope_id && qpn && *qpn != kGsiQpn && qpn == dest_qpn_of(b.data);
 }
 
 }  // namespace

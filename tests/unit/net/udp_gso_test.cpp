@@ -157,6 +157,24 @@ TEST(UdpGso, ADestinationQpChangeCutsTheRun) {
   }
 }
 
+// QP1 datagrams (CM MADs) of one size to one address never merge: a shared port steers each
+// by its content (a REQ's Service ID, a reply's Comm ID), and the receiving kernel would steer
+// a whole GSO message by its first MAD alone.
+TEST(UdpGso, Qp1DatagramsAreNeverMerged) {
+  auto a = UdpPort::open(with_gso(true));
+  auto b = UdpPort::open(with_gso(false));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> p;
+  for (uint32_t i = 0; i < 4; ++i) p.push_back(bth_packet(kGsiQpn, 256, uint8_t(i)));
+  const std::vector<TxDatagram> burst = to_all(*b.value(), p);
+  ASSERT_EQ(a.value()->send_burst(burst), p.size());
+  EXPECT_EQ(a.value()->counters().tx_gso_messages, 0u);
+  EXPECT_EQ(a.value()->counters().tx_packets, p.size());
+  auto got = receive(*b.value(), p.size(), 2s);
+  ASSERT_EQ(got.size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i].bytes, p[i]) << i;  // each its own ID 0
+}
+
 // A WRITE's First packet (with a RETH) is 16 bytes longer than its Middles: it goes alone and
 // the Middles form the run, rather than the First taking one Middle and closing the run.
 TEST(UdpGso, LongerHeadGoesAloneAndTheRestIsOneRun) {
