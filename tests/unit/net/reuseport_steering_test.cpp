@@ -202,12 +202,6 @@ TEST(ReuseportSteering, ProbesAreNotData) {
   EXPECT_EQ(a.value()->counters().rx_probes, 1u);
 }
 
-}  // namespace
-}  // namespace uroce::net
-
-namespace uroce::net {
-namespace {
-
 // A registry whose positions are wrong without a new epoch (edited by hand, or written by a
 // uroce that got them wrong): nobody has a reason to probe, so the program steers each
 // member's datagrams to the other. The first misdelivery must make the registry suspect for
