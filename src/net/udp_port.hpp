@@ -224,15 +224,16 @@ class UdpPort {
   [[nodiscard]] int wake_fd() const { return wake_fd_; }
   [[nodiscard]] const BufferReport& buffers() const { return buffers_; }
   [[nodiscard]] const UdpPortCounters& counters() const { return counters_; }
-  // Datagrams the kernel dropped at this socket since open (see above). Thread-safe.
-  // Datagrams of a shared port dropped because they belong to another member
-  // (counters().rx_drop_misdelivered, rx_drop_no_owner), readable from any thread.
+  // Datagrams of a shared port dropped because they belong to another member: the same
+  // counts as counters().rx_drop_misdelivered and rx_drop_no_owner, kept atomic as well so
+  // the device's counters may read them from any thread. Thread-safe.
   [[nodiscard]] uint64_t rx_misdelivered() const {
     return rx_misdelivered_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] uint64_t rx_no_owner() const {
     return rx_no_owner_.load(std::memory_order_relaxed);
   }
+  // Datagrams the kernel dropped at this socket since open (see above). Thread-safe.
   [[nodiscard]] uint64_t rx_discards() const {
     return rx_discards_.load(std::memory_order_relaxed);
   }
