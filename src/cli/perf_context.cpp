@@ -159,9 +159,11 @@ int PerfContext::qp_index(uint32_t qpn) const {
 int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
   int n = cq_->poll(out);
   if (n == 0 && !channel_) {
-    // Busy polling, but let the device's progress thread run: on a host with fewer cores
-    // than spinning threads it otherwise waits for a whole scheduler slice (milliseconds).
-    std::this_thread::yield();
+    // Busy polling, but let the device's progress thread run now and then: on a host with
+    // fewer cores than spinning threads it otherwise waits for a whole scheduler slice
+    // (milliseconds). Not on every empty poll: a sched_yield is a system call (over a
+    // microsecond on a VM), and while this thread polls the progress thread is parked.
+    if (++empty_polls_ % kPollsPerYield == 0) std::this_thread::yield();
     return 0;
   }
   if (n != 0 || !channel_) return n;

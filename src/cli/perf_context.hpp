@@ -82,6 +82,9 @@ class PerfContext {
   std::vector<transport::AhAttr> ahs_;
   uint32_t max_inline_ = 0;
   uint8_t traffic_class_ = 0;
+  // Busy polling yields the CPU once per kPollsPerYield empty polls (poll()).
+  static constexpr uint32_t kPollsPerYield = 16;
+  uint32_t empty_polls_ = 0;
 };
 
 // The one message of a ping-pong latency iteration (write_lat / send_lat), signaled and

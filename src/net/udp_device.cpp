@@ -67,43 +67,66 @@ device::IoCounters UdpPacketIo::io_counters() const {
   return c;
 }
 
+size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {
+  const size_t room = std::min(out.size(), rx_scratch_.size());
+  for (size_t i = 0; i < room; ++i) rx_scratch_[i].buf = out[i].buf;
+  const size_t n = ports_[idx]->recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room));
+  for (size_t i = 0; i < n; ++i) {
+    const RxDatagram& d = rx_scratch_[i];
+    device::RxPacket& p = out[i];
+    // A UDP GRO datagram stays where the port received it (valid until the next rx_burst:
+    // the device is done with it by then). Otherwise recv_burst may have dropped datagrams
+    // in between: copy from the slot whose buffer the datagram actually landed in, which
+    // is slot i only if nothing was dropped.
+    p.data = d.in_port ? d.buf.data() : nullptr;
+    if (!d.in_port && d.buf.data() != p.buf.data()) {
+      std::memcpy(p.buf.data(), d.buf.data(), d.len);
+    }
+    p.len = d.len;
+    p.meta = transport::PacketMeta{};
+    p.meta.ip = d.ip;
+    if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
+    p.meta.tos = d.tos;
+    p.meta.ttl = d.ttl;
+    p.meta.ip_id_known = false;
+  }
+  return n;
+}
+
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
-  size_t total = 0;
   const size_t n_ports = ports_.size();
-  // With several sockets (an IPv4 and an IPv6 address, say), one zero-timeout ppoll tells
-  // which have something, instead of one empty recvmmsg per socket: a busy-polling
-  // application finds nothing most of the time. POLLERR counts (an ICMP error to read).
+  size_t total = 0;
+  bool any_pending = false;
+  for (auto& p : ports_) any_pending = any_pending || p->has_pending();
+  // Several sockets (an IPv4 and an IPv6 address, say), but traffic usually on one: read
+  // that one directly, and look at all of them (a ppoll, then a recvmmsg for each readable
+  // one) only every kFullRxEvery passes and after wait() saw a socket readable. A system
+  // call costs a microsecond or more on a VM, and a busy-polling ping-pong would pay ppoll +
+  // recvmmsg per message against one recvmmsg here; a quiet socket waits a few passes.
+  if (n_ports > 1 && !any_pending && rx_hot_port_ < n_ports && rx_hot_passes_ < kFullRxEvery &&
+      !rx_full_check_.exchange(false, std::memory_order_relaxed)) {
+    ++rx_hot_passes_;
+    const size_t n = read_port(rx_hot_port_, out);
+    if (ports_[rx_hot_port_]->has_pending()) wake();  // as below
+    return n;
+  }
+  rx_hot_passes_ = 0;
+  // One zero-timeout ppoll tells which sockets have something, instead of one empty
+  // recvmmsg per socket. POLLERR counts (an ICMP error to read).
   bool check_ready = n_ports > 1;
   if (check_ready) {
     for (size_t k = 0; k < n_ports; ++k) rx_poll_[k] = pollfd{ports_[k]->fd(), POLLIN, 0};
     const timespec zero{};
     if (ppoll(rx_poll_.data(), n_ports, &zero, nullptr) < 0) check_ready = false;
   }
+  size_t most = 0;
   for (size_t k = 0; k < n_ports && total < out.size(); ++k) {
     const size_t idx = (next_rx_port_ + k) % n_ports;
-    UdpPort& port = *ports_[idx];
-    if (check_ready && rx_poll_[idx].revents == 0 && !port.has_pending()) continue;
-    const size_t room = std::min(out.size() - total, rx_scratch_.size());
-    for (size_t i = 0; i < room; ++i) rx_scratch_[i].buf = out[total + i].buf;
-    const size_t n = port.recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room));
-    for (size_t i = 0; i < n; ++i) {
-      const RxDatagram& d = rx_scratch_[i];
-      device::RxPacket& p = out[total + i];
-      // A UDP GRO datagram stays where the port received it (valid until the next rx_burst:
-      // the device is done with it by then). Otherwise recv_burst may have dropped datagrams
-      // in between: copy from the slot whose buffer the datagram actually landed in, which
-      // is slot i only if nothing was dropped.
-      p.data = d.in_port ? d.buf.data() : nullptr;
-      if (!d.in_port && d.buf.data() != p.buf.data()) {
-        std::memcpy(p.buf.data(), d.buf.data(), d.len);
-      }
-      p.len = d.len;
-      p.meta = transport::PacketMeta{};
-      p.meta.ip = d.ip;
-      if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
-      p.meta.tos = d.tos;
-      p.meta.ttl = d.ttl;
-      p.meta.ip_id_known = false;
+    if (check_ready && rx_poll_[idx].revents == 0 && !ports_[idx]->has_pending()) continue;
+    const size_t n = read_port(idx, out.subspan(total));
+    if (n > most) {
+      most = n;
+      rx_hot_port_ = idx;
     }
     total += n;
   }
@@ -211,6 +234,8 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
     tsp = &ts;
   }
   if (ppoll(fds.data(), n, tsp, nullptr) <= 0) return;
+  // Whatever woke us, the next rx_burst looks at every socket (it may be a quiet one).
+  rx_full_check_.store(true, std::memory_order_relaxed);
   if ((fds[0].revents & POLLIN) != 0) {
     uint64_t v = 0;
     while (read(wake_fd_, &v, sizeof v) < 0 && errno == EINTR) {

@@ -20,6 +20,7 @@
 #include <poll.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,8 @@ class UdpPacketIo final : public device::PacketIo {
 
  private:
   UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
+  // recv_burst on port `idx` into `out`, filling each RxPacket from its datagram.
+  size_t read_port(size_t idx, std::span<device::RxPacket> out);
 
   std::vector<std::unique_ptr<UdpPort>> ports_;
   uint16_t udp_port_;
@@ -70,6 +73,13 @@ class UdpPacketIo final : public device::PacketIo {
   size_t next_rx_port_ = 0;  // round-robin start, so one busy address cannot starve another
   std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};
   std::vector<pollfd> rx_poll_;  // rx_burst's readiness check, one entry per port
+  // With several ports, rx_burst reads the one that delivered most in the last full look
+  // (rx_hot_port_) and looks at all only every kFullRxEvery passes or after wait() saw one
+  // readable (rx_full_check_: set by the progress thread's wait, outside io_mu_).
+  static constexpr uint32_t kFullRxEvery = 4;
+  size_t rx_hot_port_ = SIZE_MAX;
+  uint32_t rx_hot_passes_ = 0;
+  std::atomic<bool> rx_full_check_{false};
   std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
 };
 

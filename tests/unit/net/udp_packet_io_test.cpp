@@ -1,0 +1,137 @@
+// UdpPacketIo's receive side with several sockets (an IPv4 and an IPv6 address): it reads
+// the socket that last had traffic without asking the others, so a busy-polling program pays
+// one system call per pass; every other socket is still looked at within a few passes, and
+// at once after wait() saw it readable. Nothing may be lost or reordered on the way.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "net/udp_device.hpp"
+#include "net/udp_port.hpp"
+#include "net_test_util.hpp"
+
+namespace uroce::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::bth_packet;
+using testing::ip;
+using testing::send_one;
+using testing::unshared;
+
+constexpr uint16_t kPort = 24841;
+
+// A device's I/O on 127.0.0.1 and ::1 (both on kPort), and a sender for each family.
+struct TwoAddressIo {
+  std::unique_ptr<UdpPacketIo> io;
+  std::unique_ptr<UdpPort> tx4;
+  std::unique_ptr<UdpPort> tx6;
+  std::vector<std::vector<uint8_t>> bufs = std::vector<std::vector<uint8_t>>(
+      UdpPort::kMaxBurst, std::vector<uint8_t>(device::kPacketBufferSize));
+  std::vector<device::RxPacket> rx = std::vector<device::RxPacket>(UdpPort::kMaxBurst);
+
+  // One rx_burst: the first payload byte (after the BTH) of each datagram it returned, and
+  // those of the datagrams that came from ::1 also in `from6` if given.
+  std::vector<uint8_t> pass(std::vector<uint8_t>* from6 = nullptr) {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
+    const size_t n = io->rx_burst(rx);
+    std::vector<uint8_t> marks;
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(rx[i].len, 16U);
+      const uint8_t mark = rx[i].bytes()[12];
+      marks.push_back(mark);
+      if (from6 != nullptr && rx[i].meta.ip.src == ip("::1").bytes) from6->push_back(mark);
+    }
+    return marks;
+  }
+};
+
+// Skips (returns false) on a host without ::1.
+bool open_two_address_io(TwoAddressIo& t) {
+  std::vector<std::unique_ptr<UdpPort>> ports;
+  for (const char* addr : {"127.0.0.1", "::1"}) {
+    auto p = UdpPort::open(unshared(addr, kPort));
+    if (!p.ok() && p.error().code == EADDRNOTAVAIL) return false;
+    EXPECT_TRUE(p.ok()) << p.error().message;
+    if (!p.ok()) return false;
+    ports.push_back(std::move(p.value()));
+  }
+  t.io = std::make_unique<UdpPacketIo>(std::move(ports), kPort);
+  t.tx4 = std::move(UdpPort::open(unshared("127.0.0.1")).value());
+  t.tx6 = std::move(UdpPort::open(unshared("::1")).value());
+  return true;
+}
+
+void send_mark(UdpPort& from, const char* to, uint8_t mark) {
+  ASSERT_EQ(send_one(from, bth_packet(0x11, 4, mark), ip(to), kPort), 1U);
+}
+
+TEST(UdpPacketIoRx, AQuietSocketIsReadWithinFivePassesOfTheBusyOnes) {
+  TwoAddressIo t;
+  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  // Traffic on IPv4 makes that socket the one read directly.
+  send_mark(*t.tx4, "127.0.0.1", 1);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 1000 && got.empty(); ++i) got = t.pass();
+  ASSERT_EQ(got, std::vector<uint8_t>{1});
+  // Loopback delivers within sendmmsg: the datagram is on the IPv6 socket before the passes.
+  send_mark(*t.tx6, "::1", 2);
+  int passes = 0;
+  got.clear();
+  while (got.empty() && passes < 100) {
+    got = t.pass();
+    ++passes;
+  }
+  EXPECT_EQ(got, std::vector<uint8_t>{2});
+  EXPECT_LE(passes, 5) << "a full look at every socket is due every 5th pass at the latest";
+}
+
+TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
+  TwoAddressIo t;
+  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  std::vector<uint8_t> all;
+  std::vector<uint8_t> got6;
+  auto take = [&] {
+    for (const uint8_t m : t.pass(&got6)) all.push_back(m);
+  };
+  // Uneven on purpose, and switching: IPv4 busy first, then IPv6, so the socket read
+  // directly changes with the load.
+  uint8_t next4 = 0;
+  uint8_t next6 = 100;
+  for (int r = 0; r < 40; ++r) {
+    const bool v4_busy = r < 20;
+    for (int k = 0; k < (v4_busy ? 3 : 1); ++k) send_mark(*t.tx4, "127.0.0.1", next4++);
+    for (int k = 0; k < (v4_busy ? 1 : 3); ++k) send_mark(*t.tx6, "::1", next6++);
+    take();
+  }
+  for (int i = 0; i < 20; ++i) take();
+  std::vector<uint8_t> got4;
+  for (const uint8_t m : all) {
+    if (m < 100) got4.push_back(m);
+  }
+  std::vector<uint8_t> want4(next4);
+  std::vector<uint8_t> want6(next6 - 100);
+  for (size_t i = 0; i < want4.size(); ++i) want4[i] = static_cast<uint8_t>(i);
+  for (size_t i = 0; i < want6.size(); ++i) want6[i] = static_cast<uint8_t>(100 + i);
+  EXPECT_EQ(got4, want4);
+  EXPECT_EQ(got6, want6);
+  EXPECT_EQ(all.size(), want4.size() + want6.size());
+}
+
+TEST(UdpPacketIoRx, AfterWaitSawAQuietSocketReadableTheNextPassReadsIt) {
+  TwoAddressIo t;
+  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  send_mark(*t.tx4, "127.0.0.1", 1);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 1000 && got.empty(); ++i) got = t.pass();
+  ASSERT_EQ(got, std::vector<uint8_t>{1});
+  EXPECT_TRUE(t.pass().empty());  // the IPv4 socket is the one read directly now
+  send_mark(*t.tx6, "::1", 2);
+  t.io->wait(1s, false);  // returns at once: ::1 is readable
+  EXPECT_EQ(t.pass(), std::vector<uint8_t>{2});
+}
+
+}  // namespace
+}  // namespace uroce::net
