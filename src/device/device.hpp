@@ -134,6 +134,11 @@ class Device {
   // One progress pass from the caller's thread (rx, timers, tx, events) if the I/O is free.
   // Returns true when it did any work. For drivers without the progress thread.
   bool progress();
+  // Puts on the wire now what the engine has ready to send (posted WQEs, held ACKs), waiting
+  // for the I/O: a pass another thread is in finishes first, so its packets are out too.
+  // For a process about to exit: a WQE posted just before (a CM's DREQ) must not die
+  // unsent with the progress thread. False when some are still waiting (socket buffer full).
+  bool flush_sends();
 
   [[nodiscard]] static TimePoint now();
 

@@ -174,6 +174,14 @@ void Device::flush_held_acks() {
   send_pending(true);
 }
 
+bool Device::flush_sends() {
+  std::lock_guard io(io_mu_);
+  flush_tx();
+  send_pending(true);
+  std::lock_guard lock(engine_mu_);
+  return tx_count_ == 0 && held_count_ == 0 && !engine_.has_tx();
+}
+
 void Device::note_app_drove() {
   if (config_.progress.app_handoff <= Nanos::zero()) return;
   app_polls_since_arm_.fetch_add(1, std::memory_order_relaxed);

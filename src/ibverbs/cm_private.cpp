@@ -1,6 +1,6 @@
 // What uroce's librdmacm calls beyond the ibverbs ABI (uroce_private.h): QP1 of a context,
-// the context's QPN slot, and the steering of QP1 datagrams to the process that owns a CM
-// service.
+// the context's QPN slot, the steering of QP1 datagrams to the process that owns a CM
+// service, and sending what was posted before the process exits.
 #include "ibverbs/uroce_private.h"
 
 #include <algorithm>
@@ -49,6 +49,11 @@ void uroce_query_path(ibv_context* context, const uint8_t gid[16], struct uroce_
   const device::PathReport r = dev_of(context).path_report(g);
   out->port_unreachable = r.port_unreachable;
   out->unreachable = r.unreachable;
+}
+
+int uroce_flush(ibv_context* context) {
+  if (context == nullptr) return EINVAL;
+  return dev_of(context).flush_sends() ? 0 : EAGAIN;
 }
 
 }  // extern "C"

@@ -41,6 +41,11 @@ struct uroce_path_report {
 void uroce_query_path(struct ibv_context* context, const uint8_t gid[16],
                       struct uroce_path_report* out);
 
+/* Sends now what the context's device has ready to send (posted WQEs, held ACKs); for a
+ * process about to exit with a CM MAD just posted on QP1. 0, or EAGAIN when some are still
+ * waiting (a full socket buffer, or an RC window). */
+int uroce_flush(struct ibv_context* context);
+
 #ifdef __cplusplus
 }
 #endif

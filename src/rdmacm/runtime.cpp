@@ -91,12 +91,29 @@ Runtime::~Runtime() {
       d->conns.clear();
       cm::OutMad out;
       while (d->agent->poll_out(out)) send_mad(*d, out);
+      flush_at_exit(*d);
     }
   }
   eventfd_write(wake_fd_, 1);
   if (thread_.joinable()) thread_.join();
   close(wake_fd_);
   close(epoll_fd_);
+}
+
+void Runtime::flush_at_exit(CmDevice& dev) {
+  // Posted is not sent: the device's progress thread dies with the process, and a DREQ that
+  // rdma_disconnect posted just before the program returned from main would never leave (its
+  // peer, an rping server, then waits forever for the disconnect). The kernel's CM sends its
+  // MADs whatever becomes of the process; here the device sends what is ready now, and if
+  // something stays queued (a full socket buffer, or an RC QP's window) we wait, 100 ms at
+  // most, for QP1's own sends to complete.
+  if (uroce_flush(dev.ctx) == 0) return;
+  const TimePoint until = now() + std::chrono::milliseconds(100);
+  while (dev.sends_in_flight > 0 && now() < until) {
+    poll_device(dev);
+    if (uroce_flush(dev.ctx) == 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 uint16_t Runtime::ephemeral_port(uint16_t ps) {

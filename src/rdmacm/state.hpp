@@ -237,6 +237,8 @@ class Runtime {
   void on_event(CmDevice& dev, const cm::CmEvent& e);
   void on_request(CmDevice& dev, const cm::CmEvent& e);
   void send_mad(CmDevice& dev, const cm::OutMad& out);
+  // At exit: what was posted on the device (QP1's MADs) goes out before the process ends.
+  void flush_at_exit(CmDevice& dev);
 
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

@@ -2,7 +2,8 @@
 // move the packets while the progress thread is parked, the ACK its pass builds for a
 // request leaves right behind the application's reply instead of ahead of it, and a program
 // that stops right after its last completion still gets that ACK to its peer. Also: a
-// responder that takes several requests of one QP in one pass answers them with one ACK.
+// responder that takes several requests of one QP in one pass answers them with one ACK, and
+// a process about to exit can send what it posted (flush_sends).
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -147,6 +148,30 @@ TEST(AckCoalescing, ThreeWritesInOnePassGetOneAck) {
   }
   EXPECT_EQ(b.dev.counters()[Counter::kSentPkts], 1u);
   EXPECT_EQ(b.dev.counters()[Counter::kRxWriteRequests], 3u);
+}
+
+// A process about to exit (rdma_cm's last DREQ) asks the device to send what it posted:
+// flush_sends puts it on the wire from the caller's thread, with no progress thread and no
+// application pass to do it.
+TEST(FlushSends, PostedWorkLeavesWithoutAProgressThreadOrAPass) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false, Nanos(-1),
+                          /*app_calls_drive=*/false));
+  Side b(make_fake_device(wire, 2, 0x2000));
+  QueuePair qa = a.make_qp(QpType::kRc);
+  QueuePair qb = b.make_qp(QpType::kRc);
+  connect_pair(qa, qb);
+  post_recv(qb, b, 4096, 2);
+  std::memcpy(a.buf.data(), "bye.....", 8);
+  post_send(qa, a, 0, 10);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(opcodes_from(wire, 1), std::vector<uint8_t>{});  // posted, not sent
+  EXPECT_TRUE(a.dev.raw().flush_sends());
+  EXPECT_EQ(opcodes_from(wire, 1), std::vector<uint8_t>{kRcSendOnly});
+  const Wc r = wait_wc(b.cq);
+  EXPECT_EQ(r.wr_id, 2u);
+  EXPECT_EQ(r.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 4096, "bye.....", 8), 0);
 }
 
 }  // namespace
