@@ -100,7 +100,7 @@ struct UdpDeviceOptions {
   std::string registry_dir;  // reuseport registry directory; empty: the per-user default
   bool per_qp_source_port = true;
   bool gso = true;    // UDP GSO on send (UdpPortConfig::gso); UROCE_GSO overrides
-  bool gro = false;   // UDP GRO on receive (UdpPortConfig::gro); UROCE_GRO overrides
+  bool gro = true;    // UDP GRO on receive (UdpPortConfig::gro); UROCE_GRO overrides
   uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid
   transport::DeviceLimits limits;
   device::ProgressOptions progress;
