@@ -137,7 +137,8 @@ class Device {
   // Puts on the wire now what the engine has ready to send (posted WQEs, held ACKs), waiting
   // for the I/O: a pass another thread is in finishes first, so its packets are out too.
   // For a process about to exit: a WQE posted just before (a CM's DREQ) must not die
-  // unsent with the progress thread. False when some are still waiting (socket buffer full).
+  // unsent with the progress thread. False when some are still waiting: the socket buffer
+  // is full, or an RC QP has more to send than its window lets out now.
   bool flush_sends();
 
   [[nodiscard]] static TimePoint now();

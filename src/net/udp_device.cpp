@@ -107,7 +107,7 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
       !rx_full_check_.exchange(false, std::memory_order_relaxed)) {
     ++rx_hot_passes_;
     const size_t n = read_port(rx_hot_port_, out);
-    if (ports_[rx_hot_port_]->has_pending()) wake();  // as below
+    wake_if_pending();
     return n;
   }
   rx_hot_passes_ = 0;
@@ -131,16 +131,20 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
     total += n;
   }
   if (n_ports != 0) next_rx_port_ = (next_rx_port_ + 1) % n_ports;
+  wake_if_pending();
+  return total;
+}
+
+void UdpPacketIo::wake_if_pending() {
   // The rest of a UDP GRO message that a port read but had no room for is on no socket, so
   // no poll would see it: make the next wait() return at once (the progress thread may be
   // asleep in it while an application thread runs this pass). One write per full burst.
   for (auto& p : ports_) {
     if (p->has_pending()) {
       wake();
-      break;
+      return;
     }
   }
-  return total;
 }
 
 size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {

@@ -65,6 +65,7 @@ class UdpPacketIo final : public device::PacketIo {
   UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
   // recv_burst on port `idx` into `out`, filling each RxPacket from its datagram.
   size_t read_port(size_t idx, std::span<device::RxPacket> out);
+  void wake_if_pending();  // after a receive pass: GRO datagrams left in a port
 
   std::vector<std::unique_ptr<UdpPort>> ports_;
   uint16_t udp_port_;
