@@ -42,6 +42,7 @@ std::optional<OpenOptions> OpenOptions::from_env(std::string& error) {
   if (env->mtu) o.active_mtu = *env->mtu;
   if (env->spin_us) o.progress.spin = std::chrono::microseconds(*env->spin_us);
   if (env->handoff_us) o.progress.app_handoff = std::chrono::microseconds(*env->handoff_us);
+  if (env->batch_posts) o.progress.batch_posts = *env->batch_posts;
   return o;
 }
 

@@ -196,8 +196,13 @@ Status QueuePair::post_send(const SendWr& wr) {
   return dev_->post_send(info_.qpn, wr);
 }
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
+  if (!live_) {
+    if (bad != nullptr) *bad = 0;
+    return Status(EINVAL, "queue pair destroyed");
+  }
   for (size_t i = 0; i < wrs.size(); ++i) {
-    Status st = post_send(wrs[i]);
+    // One doorbell for the list, after its last WR (or the one that fails).
+    Status st = dev_->post_send(info_.qpn, wrs[i], i + 1 == wrs.size());
     if (!st) {
       if (bad != nullptr) *bad = i;
       return st;

@@ -154,6 +154,11 @@ std::optional<HostOptions> HostOptions::from_env(std::string& error, const Geten
     if (!handoff) return std::nullopt;
     o.handoff_us = static_cast<uint32_t>(*handoff);
   }
+  if (auto v = value("UROCE_BATCH_POSTS")) {
+    auto batch = parse_bool_var("UROCE_BATCH_POSTS", *v, error);
+    if (!batch) return std::nullopt;
+    o.batch_posts = *batch;
+  }
   if (auto v = value("UROCE_PEER")) {
     if (!is_address(std::string(*v))) {
       error = assignment("UROCE_PEER", *v) + " is not an IPv4 or IPv6 address";

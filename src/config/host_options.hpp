@@ -26,6 +26,7 @@ struct HostOptions {
   std::optional<uint32_t> mtu;            // UROCE_MTU, an IB MTU in bytes
   std::optional<uint32_t> spin_us;        // UROCE_SPIN_US
   std::optional<uint32_t> handoff_us;     // UROCE_HANDOFF_US
+  std::optional<bool> batch_posts;        // UROCE_BATCH_POSTS
   std::optional<std::string> peer;        // UROCE_PEER, a valid address text
   bool quiet = false;                     // UROCE_QUIET
 

@@ -363,14 +363,14 @@ Status Device::destroy_qp(uint32_t qpn) {
 // ---------------------------------------------------------------------------------------
 // Data path.
 
-Status Device::post_send(uint32_t qpn, const transport::SendWr& wr) {
-  {
+Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
+  Status st = [&] {
     std::lock_guard lock(engine_mu_);
-    Status st = engine_.post_send(now(), qpn, wr);
-    if (!st) return st;
-  }
-  kick();
-  return Status::ok();
+    return engine_.post_send(now(), qpn, wr);
+  }();
+  // A failed WR ends its list: what the list posted before it must still go out.
+  if (ring || !st) ring_doorbell();
+  return st;
 }
 
 Status Device::post_recv(uint32_t qpn, const transport::RecvWr& wr) {
@@ -400,10 +400,14 @@ int Device::poll_cq(CqId cq, std::span<transport::Wc> out) {
     std::lock_guard lock(engine_mu_);
     n = engine_.poll_cq(cq, out);
   }
-  if (n == 0 && config_.progress.app_calls_drive) {
-    if (progress()) {
+  if (n < 0) return n;
+  // An empty poll drives the device; so does one with WQEs posted since the last pass
+  // (ring_doorbell left them for it), whose completions then go after those already found.
+  if ((n == 0 || posts_waiting_.load(std::memory_order_relaxed)) &&
+      config_.progress.app_calls_drive) {
+    if (progress() && static_cast<size_t>(n) < out.size()) {
       std::lock_guard lock(engine_mu_);
-      n = engine_.poll_cq(cq, out);
+      n += engine_.poll_cq(cq, out.subspan(static_cast<size_t>(n)));
     }
   }
   if (config_.observer) {

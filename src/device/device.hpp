@@ -102,7 +102,13 @@ class Device {
 
   // ---- Data path.
   // UD: wr.ud.ah must be resolved (resolve_av, or an AddressHandle of the C++ API).
-  Status post_send(uint32_t qpn, const transport::SendWr& wr);
+  // ring: false while more WRs of the same list follow (an ibv_post_send chain): the
+  // doorbell (ring_doorbell) rings once, after the last, or after a WR that fails.
+  Status post_send(uint32_t qpn, const transport::SendWr& wr, bool ring = true);
+  // After posting: sends now if the I/O is free, else wakes the progress thread; while a
+  // busy-polling application drives the device (ProgressOptions::batch_posts), leaves the
+  // WQEs to its next poll instead.
+  void ring_doorbell();
   Status post_recv(uint32_t qpn, const transport::RecvWr& wr);
   Status post_srq_recv(SrqId srq, const transport::RecvWr& wr);
   int poll_cq(CqId cq, std::span<transport::Wc> out);  // count or -EINVAL
@@ -226,6 +232,8 @@ class Device {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> kicked_{false};
+  // post_send left its WQEs for the application's next poll (ring_doorbell).
+  std::atomic<bool> posts_waiting_{false};
   // Busy-polling handoff: the time (Device::now() ns) of the last application-driven pass,
   // 0 after end_app_driving(); the parked thread sleeps on park_cv_.
   std::atomic<int64_t> app_drove_ns_{0};

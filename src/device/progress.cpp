@@ -160,12 +160,17 @@ bool Device::progress() {
   note_app_drove();
   std::unique_lock io(io_mu_, std::try_to_lock);
   if (!io.owns_lock()) return false;
-  const bool worked = io_pass(true);
+  // WQEs posted since the last pass leave before this pass reads the sockets: a ping-pong's
+  // request must not wait behind a receive call.
+  bool worked = posts_waiting_.exchange(false) && flush_tx();
+  worked = io_pass(true) || worked;
   io.unlock();
-  // Telemetry publishes the final state when the progress thread goes idle; if it sleeps,
-  // wake it so it sees this pass (it parks again at once while the application drives).
+  // A thread asleep in wait() while the application drives would stay asleep (the
+  // application's passes drain the sockets it waits on) until its timeout: wake it so it
+  // parks, and posts can wait for the application's polls (ring_doorbell). Telemetry
+  // publishes the final state when the thread goes idle: it must see this pass too.
   // Publishing from here would build a snapshot per application pass.
-  if (worked && config_.observer && sleeping_.load()) io_->wake();
+  if (sleeping_.load() && ((worked && config_.observer) || app_driving())) io_->wake();
   return worked;
 }
 
@@ -220,6 +225,20 @@ void Device::unpark() {
     std::lock_guard lock(park_mu_);
   }
   park_cv_.notify_one();
+}
+
+void Device::ring_doorbell() {
+  // While a busy-polling application drives the device, a post only marks its WQEs: the
+  // application's next poll sends every WQE posted since, in one sendmmsg with its runs
+  // merged by GSO, as a NIC fetches a burst of WQEs per doorbell. If no poll comes, the
+  // progress thread takes over when app_handoff runs out: a parked thread wakes by itself
+  // then, one asleep in wait() is woken now to park (or, the handoff over, to send).
+  if (config_.progress.batch_posts && config_.progress.app_calls_drive && app_driving()) {
+    posts_waiting_.store(true);
+    if (sleeping_.load()) io_->wake();
+    return;
+  }
+  kick();
 }
 
 void Device::kick() {

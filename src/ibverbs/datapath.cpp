@@ -67,12 +67,14 @@ int to_send_wr(ibv_qp* qp, const ibv_send_wr& in, std::array<transport::Sge, kMa
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   device::Device& dev = dev_of(qp->context);
   std::array<transport::Sge, kMaxSge> sges;
+  // One doorbell for the chain, after its last WR (or the one that fails).
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
     transport::SendWr sw;
     int rc = to_send_wr(qp, *w, sges, sw);
     if (rc == 0) {
-      transport::Status st = dev.post_send(qp->qp_num, sw);
-      rc = st.code();
+      rc = dev.post_send(qp->qp_num, sw, w->next == nullptr).code();
+    } else if (w != wr) {
+      dev.ring_doorbell();
     }
     if (rc != 0) {
       if (bad_wr != nullptr) *bad_wr = w;

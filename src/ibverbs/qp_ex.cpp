@@ -248,7 +248,8 @@ int wr_complete(ibv_qp_ex* q) {
     device::Device& dev = dev_of(q->qp_base.context);
     for (WrBatch::Entry& e : b.entries) {
       e.wr.sg_list = std::span<const transport::Sge>(b.sges.data() + e.sge_begin, e.sge_count);
-      if (transport::Status st = dev.post_send(q->qp_base.qp_num, e.wr); !st) {
+      const bool last = &e == &b.entries.back();  // one doorbell for the batch
+      if (transport::Status st = dev.post_send(q->qp_base.qp_num, e.wr, last); !st) {
         rc = st.code();
         break;
       }

@@ -321,6 +321,7 @@ bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options
   if (env.mtu) options.active_mtu = *env.mtu;
   if (env.spin_us) options.progress.spin = std::chrono::microseconds(*env.spin_us);
   if (env.handoff_us) options.progress.app_handoff = std::chrono::microseconds(*env.handoff_us);
+  if (env.batch_posts) options.progress.batch_posts = *env.batch_posts;
   return true;
 }
 

@@ -104,6 +104,10 @@ struct ProgressOptions {
   // about to block). Two busy threads per process on a 2-core host halve a ping-pong's
   // latency against four. Zero: never park (the thread spins and sleeps as before).
   Nanos app_handoff = std::chrono::microseconds(500);
+  // While such an application drives, post_send only queues its WQE: what is posted between
+  // two polls leaves at the next poll, in one system call with GSO runs, as a NIC fetches
+  // the WQEs of a doorbell in one go. False: every post sends at once when the I/O is free.
+  bool batch_posts = true;
 };
 
 }  // namespace uroce::device

@@ -49,6 +49,7 @@ TEST(HostOptions, NothingSetIsAllDefaults) {
   EXPECT_TRUE(o.device_addrs.empty());
   EXPECT_FALSE(o.mtu.has_value());
   EXPECT_FALSE(o.spin_us.has_value());
+  EXPECT_FALSE(o.batch_posts.has_value());
   EXPECT_FALSE(o.peer.has_value());
   EXPECT_FALSE(o.quiet);
   // An empty value counts as unset, as the drop-in always treated it.
@@ -75,6 +76,8 @@ TEST(HostOptions, GoodValues) {
   EXPECT_EQ(options_of({{"UROCE_SPIN_US", "1000000"}}).spin_us, 1000000u);
   EXPECT_EQ(options_of({{"UROCE_HANDOFF_US", "0"}}).handoff_us, 0u);
   EXPECT_EQ(options_of({{"UROCE_HANDOFF_US", "250"}}).handoff_us, 250u);
+  EXPECT_EQ(options_of({{"UROCE_BATCH_POSTS", "0"}}).batch_posts, false);
+  EXPECT_EQ(options_of({{"UROCE_BATCH_POSTS", "1"}}).batch_posts, true);
 }
 
 TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
@@ -106,6 +109,7 @@ TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
       {{{"UROCE_PEER", "host.example"}}, "UROCE_PEER=host.example is not an IPv4 or IPv6 address"},
       {{{"UROCE_QUIET", "yes"}}, "UROCE_QUIET=yes is not 0 or 1"},
       {{{"UROCE_STAT", "off"}}, "UROCE_STAT=off is not 0 or 1"},
+      {{{"UROCE_BATCH_POSTS", "yes"}}, "UROCE_BATCH_POSTS=yes is not 0 or 1"},
       {{{"UROCE_NETDEVS", ",,"}}, "UROCE_NETDEVS=,, names no netdev (comma-separated names)"},
   };
   for (const auto& [vars, message] : cases) {

@@ -1,9 +1,11 @@
 // A busy-polling application drives its device (ProgressOptions::app_handoff): its polls
 // move the packets while the progress thread is parked, the ACK its pass builds for a
 // request leaves right behind the application's reply instead of ahead of it, and a program
-// that stops right after its last completion still gets that ACK to its peer. Also: a
+// that stops right after its last completion still gets that ACK to its peer. Its posts wait
+// for its next poll and leave together (ProgressOptions::batch_posts). Also: a
 // responder that takes several requests of one QP in one pass answers them with one ACK, and
 // a process about to exit can send what it posted (flush_sends).
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -50,6 +52,25 @@ std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t fir
   return out;
 }
 
+// The tx_burst call (FakeWire::Sent::burst) of each packet device `from` put on the wire.
+std::vector<uint64_t> bursts_from(const FakeWire& wire, uint8_t from) {
+  std::vector<uint64_t> out;
+  for (const FakeWire::Sent& s : wire.sent_log()) {
+    if (s.from == from) out.push_back(s.burst);
+  }
+  return out;
+}
+
+// Polls `side`'s empty CQ like a busy-polling program, long enough for its progress thread
+// to see the polls and park (ProgressOptions::app_handoff): its posts then wait for its polls.
+void busy_poll(Side& side) {
+  Wc wc;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(side.cq.poll(std::span<Wc>(&wc, 1)), 0);
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 // B behaves like a busy-polling program (a perftest or sockperf loop): it polls its empty CQ
 // before anything arrives, so its own polls receive A's request. The 10 s handoff keeps B's
 // progress thread parked for the whole test: whatever B sends, its application's calls sent.
@@ -65,14 +86,25 @@ class BusyPollTest : public ::testing::Test {
     connect_pair(qa_, qb_);
     post_recv(qa_, a_, 4096, 1);
     post_recv(qb_, b_, 4096, 2);
-    Wc wc;
-    for (int i = 0; i < 16; ++i) ASSERT_EQ(b_.cq.poll(std::span<Wc>(&wc, 1)), 0);
+    busy_poll(b_);
     std::memcpy(a_.buf.data(), "ping....", 8);
     post_send(qa_, a_, 0, 10);
     const Wc r = wait_wc(b_.cq);  // B's polls receive the ping
     ASSERT_EQ(r.status, WcStatus::kSuccess);
     ASSERT_EQ(r.wr_id, 2u);
     ASSERT_EQ(std::memcmp(b_.buf.data() + 4096, "ping....", 8), 0);
+  }
+
+  // B posts a signaled 8-byte RDMA WRITE of its buffer at `offset` to the same place in A's.
+  void post_write(size_t offset, uint64_t wr_id) {
+    const Sge sge = b_.mr.sge(offset, 8);
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.rdma = {reinterpret_cast<uint64_t>(a_.buf.data() + offset), a_.mr.rkey()};
+    ASSERT_TRUE(qb_.post_send(wr));
   }
 
   FakeWire wire_;
@@ -87,7 +119,15 @@ TEST_F(BusyPollTest, TheAckOfTheRequestLeavesRightBehindTheReply) {
   EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
   std::memcpy(b_.buf.data(), "pong....", 8);
   post_send(qb_, b_, 0, 20);
+  // The post only queues the reply (ProgressOptions::batch_posts); B's next poll sends it,
+  // with the held ACK behind it in the same burst.
+  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
+  Wc wc;
+  EXPECT_GE(b_.cq.poll(std::span<Wc>(&wc, 1)), 0);  // A may have acknowledged the pong already
   EXPECT_EQ(opcodes_from(wire_, 2), (std::vector<uint8_t>{kRcSendOnly, kRcAcknowledge}));
+  const std::vector<uint64_t> bursts = bursts_from(wire_, 2);
+  ASSERT_EQ(bursts.size(), 2u);
+  EXPECT_EQ(bursts[0], bursts[1]);
 
   const Wc sent = wait_wc(a_.cq);
   const Wc got = wait_wc(a_.cq);
@@ -110,6 +150,128 @@ TEST_F(BusyPollTest, DestroyingTheQpRightAfterTheLastCompletionStillAcks) {
   const Wc s = wait_wc(a_.cq);
   EXPECT_EQ(s.wr_id, 10u);
   EXPECT_EQ(s.status, WcStatus::kSuccess);
+}
+
+// Like a NIC fetching the WQEs of one doorbell: what a busy-polling program posts between
+// two polls leaves at the next poll, in one burst (one sendmmsg, GSO runs on UDP).
+TEST_F(BusyPollTest, PostsBetweenTwoPollsLeaveTogetherAtTheNextPoll) {
+  for (uint64_t i = 0; i < 3; ++i) {
+    std::memset(b_.buf.data() + 256 + i * 8, static_cast<int>('a' + i), 8);
+    post_write(256 + i * 8, 30 + i);
+  }
+  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
+  // One poll sends them (A may acknowledge them fast enough for that pass to complete some).
+  std::array<Wc, 4> wcs;
+  const int first = b_.cq.poll(std::span<Wc>(wcs));
+  ASSERT_GE(first, 0);
+  // The held ACK of the ping rides in the same burst, behind the WRITEs.
+  EXPECT_EQ(opcodes_from(wire_, 2),
+            (std::vector<uint8_t>{kRcWriteOnly, kRcWriteOnly, kRcWriteOnly, kRcAcknowledge}));
+  const std::vector<uint64_t> bursts = bursts_from(wire_, 2);
+  ASSERT_EQ(bursts.size(), 4u);
+  EXPECT_EQ(bursts.front(), bursts.back());
+  for (auto i = static_cast<size_t>(first); i < 3; ++i) wcs[i] = wait_wc(b_.cq);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, 30 + i);
+    EXPECT_EQ(wcs[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(a_.buf[256 + i * 8], static_cast<uint8_t>('a' + i));
+    EXPECT_EQ(a_.buf[256 + i * 8 + 7], static_cast<uint8_t>('a' + i));
+  }
+}
+
+// A poll that finds completions while posts wait sends the posts, and its pass may complete
+// more: those go after the ones already found, none overwritten. A has no progress thread:
+// its passes, run here, decide when its ACKs leave.
+TEST(PostBatching, APollWithPostsWaitingReturnsEveryCompletion) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false));
+  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::seconds(10)));
+  QueuePair qa = a.make_qp(QpType::kRc);
+  QueuePair qb = b.make_qp(QpType::kRc);
+  connect_pair(qa, qb);
+  const auto post_write = [&](uint64_t k) {
+    const Sge sge = b.mr.sge(k * 8, 8);
+    SendWr wr;
+    wr.wr_id = 30 + k;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.rdma = {reinterpret_cast<uint64_t>(a.buf.data() + k * 8), a.mr.rkey()};
+    ASSERT_TRUE(qb.post_send(wr));
+  };
+  busy_poll(b);
+  post_write(1);
+  post_write(2);
+  Wc wc;
+  ASSERT_EQ(b.cq.poll(std::span<Wc>(&wc, 1)), 0);  // sends 31 and 32
+  ASSERT_TRUE(a.dev.raw().progress());             // both in, one ACK out
+  post_write(3);
+  ASSERT_TRUE(b.dev.raw().progress());  // the ACK: 31 and 32 complete; 33 leaves
+  ASSERT_TRUE(a.dev.raw().progress());  // 33 in, its ACK out
+  post_write(4);                        // posts wait again
+  std::array<Wc, 8> wcs;
+  // The CQ holds 31 and 32; the poll's pass sends 34 and completes 33.
+  const int n = b.cq.poll(std::span<Wc>(wcs));
+  ASSERT_EQ(n, 3);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(wcs[static_cast<size_t>(i)].wr_id, 31u + static_cast<uint64_t>(i));
+    EXPECT_EQ(wcs[static_cast<size_t>(i)].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(opcodes_from(wire, 2),
+            (std::vector<uint8_t>{kRcWriteOnly, kRcWriteOnly, kRcWriteOnly, kRcWriteOnly}));
+}
+
+// A list of WRs (ibv_post_send with a chain) rings the doorbell once, after its last WR: the
+// three leave in one burst, not one each. B has no progress thread: its post sends.
+TEST(PostBatching, AListOfWrsRingsTheDoorbellOnce) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
+  QueuePair qa = a.make_qp(QpType::kRc);
+  QueuePair qb = b.make_qp(QpType::kRc);
+  connect_pair(qa, qb);
+  std::array<Sge, 3> sges;
+  std::array<SendWr, 3> wrs;
+  for (size_t i = 0; i < 3; ++i) {
+    std::memset(b.buf.data() + i * 8, static_cast<int>('x' + i), 8);
+    sges[i] = b.mr.sge(i * 8, 8);
+    wrs[i].wr_id = 40 + i;
+    wrs[i].opcode = WrOpcode::kRdmaWrite;
+    wrs[i].send_flags = kSendSignaled;
+    wrs[i].sg_list = std::span<const Sge>(&sges[i], 1);
+    wrs[i].rdma = {reinterpret_cast<uint64_t>(a.buf.data() + i * 8), a.mr.rkey()};
+  }
+  ASSERT_TRUE(qb.post_send(std::span<const SendWr>(wrs)));
+  EXPECT_EQ(opcodes_from(wire, 2),
+            (std::vector<uint8_t>{kRcWriteOnly, kRcWriteOnly, kRcWriteOnly}));
+  const std::vector<uint64_t> bursts = bursts_from(wire, 2);
+  ASSERT_EQ(bursts.size(), 3u);
+  EXPECT_EQ(bursts.front(), bursts.back());
+  for (uint64_t i = 0; i < 3; ++i) {
+    const Wc c = wait_wc(b.cq);
+    EXPECT_EQ(c.wr_id, 40 + i);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+    EXPECT_EQ(a.buf[i * 8 + 7], static_cast<uint8_t>('x' + i));
+  }
+}
+
+// A busy-polling program that posts and then stops polling is not left waiting: the parked
+// progress thread takes over when the handoff runs out and sends what the post queued.
+TEST(PostBatching, APostWithNoPollAfterItLeavesWhenTheHandoffEnds) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::milliseconds(50)));
+  QueuePair qa = a.make_qp(QpType::kRc);
+  QueuePair qb = b.make_qp(QpType::kRc);
+  connect_pair(qa, qb);
+  post_recv(qa, a, 4096, 1);
+  busy_poll(b);
+  std::memcpy(b.buf.data(), "late....", 8);
+  post_send(qb, b, 0, 20);
+  const Wc r = wait_wc(a.cq);  // no poll on B's side from here
+  EXPECT_EQ(r.wr_id, 1u);
+  EXPECT_EQ(r.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 4096, "late....", 8), 0);
 }
 
 // A responder that takes three WRITEs of one QP in one pass sends one ACK, for the last.

@@ -21,7 +21,7 @@ size_t FakeIo::rx_burst(std::span<device::RxPacket> out) {
 }
 
 size_t FakeIo::tx_burst(std::span<const transport::TxSlot> pkts) {
-  for (const transport::TxSlot& s : pkts) wire_.deliver(s);
+  wire_.deliver(pkts);
   return pkts.size();
 }
 
@@ -54,19 +54,22 @@ void FakeWire::detach(FakeIo* io) {
   ios_.erase(std::remove(ios_.begin(), ios_.end(), io), ios_.end());
 }
 
-void FakeWire::deliver(const transport::TxSlot& slot) {
+void FakeWire::deliver(std::span<const transport::TxSlot> burst) {
   if (drop_all.load()) return;
   std::lock_guard lock(mu_);
-  if (slot.len > 0) log_.push_back(Sent{slot.meta.ip.src[15], slot.buf[0]});
-  for (FakeIo* io : ios_) {
-    if (io->gid() != slot.meta.ip.dst) continue;
-    {
-      std::lock_guard io_lock(io->mu_);
-      io->queue_.push_back(FakeIo::Packet{
-          std::vector<uint8_t>(slot.buf.begin(), slot.buf.begin() + slot.len), slot.meta});
+  ++bursts_;
+  for (const transport::TxSlot& slot : burst) {
+    if (slot.len > 0) log_.push_back(Sent{slot.meta.ip.src[15], slot.buf[0], bursts_});
+    for (FakeIo* io : ios_) {
+      if (io->gid() != slot.meta.ip.dst) continue;
+      {
+        std::lock_guard io_lock(io->mu_);
+        io->queue_.push_back(FakeIo::Packet{
+            std::vector<uint8_t>(slot.buf.begin(), slot.buf.begin() + slot.len), slot.meta});
+      }
+      io->cv_.notify_all();
+      ++delivered;
     }
-    io->cv_.notify_all();
-    ++delivered;
   }
 }
 

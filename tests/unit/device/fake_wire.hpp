@@ -48,13 +48,16 @@ class FakeWire {
  public:
   void attach(FakeIo* io);
   void detach(FakeIo* io);
-  void deliver(const transport::TxSlot& slot);
+  // One tx_burst call's packets: they share a burst number in the log.
+  void deliver(std::span<const transport::TxSlot> burst);
   std::atomic<bool> drop_all{false};
   std::atomic<uint64_t> delivered{0};
-  // Every packet delivered, in order: the last byte of the sender's GID and the BTH opcode.
+  // Every packet delivered, in order: the last byte of the sender's GID, the BTH opcode and
+  // the number of the tx_burst call that sent it (one system call of a real driver).
   struct Sent {
     uint8_t from = 0;
     uint8_t opcode = 0;
+    uint64_t burst = 0;
   };
   [[nodiscard]] std::vector<Sent> sent_log() const;
 
@@ -62,6 +65,7 @@ class FakeWire {
   mutable std::mutex mu_;
   std::vector<FakeIo*> ios_;
   std::vector<Sent> log_;
+  uint64_t bursts_ = 0;
 };
 
 // IPv4-mapped GID ::ffff:10.0.0.n.
