@@ -42,6 +42,19 @@ void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
   ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
 }
 
+// A signaled RDMA WRITE of `len` bytes at `offset` of `from`'s buffer to the same offset of
+// `to`'s; `sge` (the caller's: it must live until the post) describes the source.
+SendWr write_wr(Side& from, Side& to, size_t offset, uint32_t len, uint64_t wr_id, Sge& sge) {
+  sge = from.mr.sge(offset, len);
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.rdma = {reinterpret_cast<uint64_t>(to.buf.data() + offset), to.mr.rkey()};
+  return wr;
+}
+
 // What device `from` put on the wire, from log entry `first` on.
 std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t first = 0) {
   std::vector<uint8_t> out;
@@ -97,14 +110,8 @@ class BusyPollTest : public ::testing::Test {
 
   // B posts a signaled 8-byte RDMA WRITE of its buffer at `offset` to the same place in A's.
   void post_write(size_t offset, uint64_t wr_id) {
-    const Sge sge = b_.mr.sge(offset, 8);
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = std::span<const Sge>(&sge, 1);
-    wr.rdma = {reinterpret_cast<uint64_t>(a_.buf.data() + offset), a_.mr.rkey()};
-    ASSERT_TRUE(qb_.post_send(wr));
+    Sge sge;
+    ASSERT_TRUE(qb_.post_send(write_wr(b_, a_, offset, 8, wr_id, sge)));
   }
 
   FakeWire wire_;
@@ -190,14 +197,8 @@ TEST(PostBatching, APollWithPostsWaitingReturnsEveryCompletion) {
   QueuePair qb = b.make_qp(QpType::kRc);
   connect_pair(qa, qb);
   const auto post_write = [&](uint64_t k) {
-    const Sge sge = b.mr.sge(k * 8, 8);
-    SendWr wr;
-    wr.wr_id = 30 + k;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = std::span<const Sge>(&sge, 1);
-    wr.rdma = {reinterpret_cast<uint64_t>(a.buf.data() + k * 8), a.mr.rkey()};
-    ASSERT_TRUE(qb.post_send(wr));
+    Sge sge;
+    ASSERT_TRUE(qb.post_send(write_wr(b, a, k * 8, 8, 30 + k, sge)));
   };
   busy_poll(b);
   post_write(1);
@@ -234,12 +235,7 @@ TEST(PostBatching, AListOfWrsRingsTheDoorbellOnce) {
   std::array<SendWr, 3> wrs;
   for (size_t i = 0; i < 3; ++i) {
     std::memset(b.buf.data() + i * 8, static_cast<int>('x' + i), 8);
-    sges[i] = b.mr.sge(i * 8, 8);
-    wrs[i].wr_id = 40 + i;
-    wrs[i].opcode = WrOpcode::kRdmaWrite;
-    wrs[i].send_flags = kSendSignaled;
-    wrs[i].sg_list = std::span<const Sge>(&sges[i], 1);
-    wrs[i].rdma = {reinterpret_cast<uint64_t>(a.buf.data() + i * 8), a.mr.rkey()};
+    wrs[i] = write_wr(b, a, i * 8, 8, 40 + i, sges[i]);
   }
   ASSERT_TRUE(qb.post_send(std::span<const SendWr>(wrs)));
   EXPECT_EQ(opcodes_from(wire, 2),
@@ -284,14 +280,8 @@ TEST(AckCoalescing, ThreeWritesInOnePassGetOneAck) {
   connect_pair(qa, qb);
   for (uint64_t i = 0; i < 3; ++i) {
     std::memset(a.buf.data() + i * 64, static_cast<int>('a' + i), 64);
-    const Sge sge = a.mr.sge(i * 64, 64);
-    SendWr wr;
-    wr.wr_id = 30 + i;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = std::span<const Sge>(&sge, 1);
-    wr.rdma = {reinterpret_cast<uint64_t>(b.buf.data() + i * 64), b.mr.rkey()};
-    ASSERT_TRUE(qa.post_send(wr));
+    Sge sge;
+    ASSERT_TRUE(qa.post_send(write_wr(a, b, i * 64, 64, 30 + i, sge)));
   }
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (opcodes_from(wire, 1).size() < 3 && std::chrono::steady_clock::now() < deadline) {
