@@ -42,6 +42,29 @@ void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
   ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
 }
 
+// How one side of an RcPair runs (make_fake_device's options).
+struct DeviceSpec {
+  bool thread = true;         // a progress thread
+  Nanos handoff = Nanos(-1);  // ProgressOptions::app_handoff; negative: the default
+  bool drives = true;         // ProgressOptions::app_calls_drive
+};
+
+// Devices 1 (a) and 2 (b) on one wire, an RC QP on each, connected.
+struct RcPair {
+  RcPair(DeviceSpec sa, DeviceSpec sb)
+      : a(make_fake_device(wire, 1, 0x100, sa.thread, sa.handoff, sa.drives)),
+        b(make_fake_device(wire, 2, 0x2000, sb.thread, sb.handoff, sb.drives)),
+        qa(a.make_qp(QpType::kRc)),
+        qb(b.make_qp(QpType::kRc)) {
+    connect_pair(qa, qb);
+  }
+  FakeWire wire;
+  Side a;
+  Side b;
+  QueuePair qa;
+  QueuePair qb;
+};
+
 // A signaled RDMA WRITE of `len` bytes at `offset` of `from`'s buffer to the same offset of
 // `to`'s; `sge` (the caller's: it must live until the post) describes the source.
 SendWr write_wr(Side& from, Side& to, size_t offset, uint32_t len, uint64_t wr_id, Sge& sge) {
@@ -190,12 +213,8 @@ TEST_F(BusyPollTest, PostsBetweenTwoPollsLeaveTogetherAtTheNextPoll) {
 // more: those go after the ones already found, none overwritten. A has no progress thread:
 // its passes, run here, decide when its ACKs leave.
 TEST(PostBatching, APollWithPostsWaitingReturnsEveryCompletion) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false));
-  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::seconds(10)));
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = b.make_qp(QpType::kRc);
-  connect_pair(qa, qb);
+  RcPair pair({.thread = false}, {.handoff = std::chrono::seconds(10)});
+  auto& [wire, a, b, qa, qb] = pair;
   const auto post_write = [&](uint64_t k) {
     Sge sge;
     ASSERT_TRUE(qb.post_send(write_wr(b, a, k * 8, 8, 30 + k, sge)));
@@ -225,12 +244,8 @@ TEST(PostBatching, APollWithPostsWaitingReturnsEveryCompletion) {
 // A list of WRs (ibv_post_send with a chain) rings the doorbell once, after its last WR: the
 // three leave in one burst, not one each. B has no progress thread: its post sends.
 TEST(PostBatching, AListOfWrsRingsTheDoorbellOnce) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = b.make_qp(QpType::kRc);
-  connect_pair(qa, qb);
+  RcPair pair({}, {.thread = false});
+  auto& [wire, a, b, qa, qb] = pair;
   std::array<Sge, 3> sges;
   std::array<SendWr, 3> wrs;
   for (size_t i = 0; i < 3; ++i) {
@@ -254,12 +269,8 @@ TEST(PostBatching, AListOfWrsRingsTheDoorbellOnce) {
 // A busy-polling program that posts and then stops polling is not left waiting: the parked
 // progress thread takes over when the handoff runs out and sends what the post queued.
 TEST(PostBatching, APostWithNoPollAfterItLeavesWhenTheHandoffEnds) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::milliseconds(50)));
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = b.make_qp(QpType::kRc);
-  connect_pair(qa, qb);
+  RcPair pair({}, {.handoff = std::chrono::milliseconds(50)});
+  auto& [wire, a, b, qa, qb] = pair;
   post_recv(qa, a, 4096, 1);
   busy_poll(b);
   std::memcpy(b.buf.data(), "late....", 8);
@@ -272,12 +283,8 @@ TEST(PostBatching, APostWithNoPollAfterItLeavesWhenTheHandoffEnds) {
 
 // A responder that takes three WRITEs of one QP in one pass sends one ACK, for the last.
 TEST(AckCoalescing, ThreeWritesInOnePassGetOneAck) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = b.make_qp(QpType::kRc);
-  connect_pair(qa, qb);
+  RcPair pair({}, {.thread = false});
+  auto& [wire, a, b, qa, qb] = pair;
   for (uint64_t i = 0; i < 3; ++i) {
     std::memset(a.buf.data() + i * 64, static_cast<int>('a' + i), 64);
     Sge sge;
@@ -306,13 +313,8 @@ TEST(AckCoalescing, ThreeWritesInOnePassGetOneAck) {
 // flush_sends puts it on the wire from the caller's thread, with no progress thread and no
 // application pass to do it.
 TEST(FlushSends, PostedWorkLeavesWithoutAProgressThreadOrAPass) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false, Nanos(-1),
-                          /*app_calls_drive=*/false));
-  Side b(make_fake_device(wire, 2, 0x2000));
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = b.make_qp(QpType::kRc);
-  connect_pair(qa, qb);
+  RcPair pair({.thread = false, .drives = false}, {});
+  auto& [wire, a, b, qa, qb] = pair;
   post_recv(qb, b, 4096, 2);
   std::memcpy(a.buf.data(), "bye.....", 8);
   post_send(qa, a, 0, 10);
