@@ -90,9 +90,12 @@ class EngineImpl {
   void on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce);
   void on_timer(TimePoint now);
   [[nodiscard]] TimePoint next_deadline() const { return timers_.top_deadline(); }
-  // Packets one QP may build per round-robin turn (poll_tx): 16 full 4 KiB packets are about
-  // one UDP GSO message (65507 bytes).
-  static constexpr size_t kTxQuantum = 16;
+  // What one QP may build per round-robin turn (poll_tx): about one UDP GSO message, the
+  // kernel's limits for one (64 datagrams, 65507 bytes): 16 full 4 KiB packets, or 64
+  // small ones. A QP's packets leave through its own socket (its source port), so each
+  // turn costs the driver a sendmmsg: in packets alone, a turn of 64-byte WRITEs was 16.
+  static constexpr size_t kTxTurnPackets = 64;
+  static constexpr size_t kTxTurnBytes = 65536;
   size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
   [[nodiscard]] bool has_tx() const { return tx_count_ != 0; }
   size_t poll_events(std::span<AsyncEvent> out);
