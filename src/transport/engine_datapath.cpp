@@ -400,17 +400,15 @@ size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
     Qp* qp = qps_[idx].get();
     if (qp == nullptr) continue;
     qp->in_tx_list = false;
-    // Round robin with a quantum: a turn is up to kTxTurnPackets packets or kTxTurnBytes, so
-    // that a QP's packets sit next to each other in the burst and the driver can send them as
-    // one UDP GSO message (one packet per turn interleaved the QPs and left GSO nothing to
-    // merge). A QP that produced nothing leaves the list; the event that unblocks it (an ACK,
-    // a timer, a post, a state change) schedules it again.
+    // Round robin with a quantum: up to kTxTurnPackets packets per turn, so that a QP's
+    // packets sit next to each other in the burst and the driver sends them with one system
+    // call as UDP GSO messages (one packet per turn interleaved the QPs and left GSO nothing
+    // to merge). A QP that produced nothing leaves the list; the event that unblocks it (an
+    // ACK, a timer, a post, a state change) schedules it again.
     FillResult r = FillResult::kNothing;
-    size_t turn_bytes = 0;
-    for (size_t k = 0; k < kTxTurnPackets && turn_bytes < kTxTurnBytes && n < slots.size(); ++k) {
+    for (size_t k = 0; k < kTxTurnPackets && n < slots.size(); ++k) {
       r = fill_one(now, *qp, slots[n]);
       if (r != FillResult::kProduced) break;
-      turn_bytes += slots[n].len;
       ++n;
     }
     if (r == FillResult::kNoRoom) {
