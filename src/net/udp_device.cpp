@@ -137,14 +137,13 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
 
 void UdpPacketIo::wake_if_pending() {
   // The rest of a UDP GRO message that a port read but had no room for is on no socket, so
-  // no poll would see it: make the next wait() return at once (the progress thread may be
-  // asleep in it while an application thread runs this pass). One write per full burst.
-  for (auto& p : ports_) {
-    if (p->has_pending()) {
-      wake();
-      return;
-    }
-  }
+  // no poll would see it: wait() must not sleep on it. The progress thread never calls
+  // wait() right after a pass that read something, so only a thread already in wait() while
+  // an application thread runs this pass needs the eventfd.
+  bool pending = false;
+  for (auto& p : ports_) pending = pending || p->has_pending();
+  rx_pending_.store(pending);
+  if (pending && in_wait_.load()) wake();
 }
 
 size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
@@ -237,7 +236,16 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
     ts.tv_nsec = timeout.count() % 1'000'000'000;
     tsp = &ts;
   }
-  if (ppoll(fds.data(), n, tsp, nullptr) <= 0) return;
+  in_wait_.store(true);
+  if (rx_pending_.load()) {
+    // An application thread's pass left GRO datagrams in a port: read them now.
+    in_wait_.store(false);
+    rx_full_check_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  const int ready = ppoll(fds.data(), n, tsp, nullptr);
+  in_wait_.store(false);
+  if (ready <= 0) return;
   // Whatever woke us, the next rx_burst looks at every socket (it may be a quiet one).
   rx_full_check_.store(true, std::memory_order_relaxed);
   if ((fds[0].revents & POLLIN) != 0) {

@@ -65,7 +65,9 @@ class UdpPacketIo final : public device::PacketIo {
   UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
   // recv_burst on port `idx` into `out`, filling each RxPacket from its datagram.
   size_t read_port(size_t idx, std::span<device::RxPacket> out);
-  void wake_if_pending();  // after a receive pass: GRO datagrams left in a port
+  // After a receive pass: notes whether GRO datagrams are left in a port, and wakes a
+  // thread asleep in wait() if so.
+  void wake_if_pending();
 
   std::vector<std::unique_ptr<UdpPort>> ports_;
   uint16_t udp_port_;
@@ -81,6 +83,12 @@ class UdpPacketIo final : public device::PacketIo {
   size_t rx_hot_port_ = SIZE_MAX;
   uint32_t rx_hot_passes_ = 0;
   std::atomic<bool> rx_full_check_{false};
+  // A receive pass left GRO datagrams in a port (no socket shows them to a poll), and a
+  // thread is in wait(): each checks the other's flag after setting its own, so that either
+  // wait() returns at once or the pass wakes it. A pass run by the waiting thread itself
+  // (the usual case) then costs no eventfd write.
+  std::atomic<bool> rx_pending_{false};
+  std::atomic<bool> in_wait_{false};
   std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
 };
 

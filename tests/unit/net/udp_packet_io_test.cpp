@@ -134,5 +134,55 @@ TEST(UdpPacketIoRx, AfterWaitSawAQuietSocketReadableTheNextPassReadsIt) {
   EXPECT_EQ(t.pass(), std::vector<uint8_t>{2});
 }
 
+// A pass with room for fewer datagrams than a UDP GRO message held leaves the rest in the
+// port, on no socket: the next wait() must return at once (and the rest come next pass),
+// not sleep as if nothing were there.
+TEST(UdpPacketIoGro, WaitDoesNotSleepOnDatagramsAPassLeftInAPort) {
+  constexpr uint16_t kGroPort = kPort + 1;
+  UdpPortConfig rx_cfg = unshared("127.0.0.1", kGroPort);
+  rx_cfg.gro = true;
+  auto rx_port = UdpPort::open(rx_cfg);
+  ASSERT_TRUE(rx_port.ok()) << rx_port.error().message;
+  std::vector<std::unique_ptr<UdpPort>> ports;
+  ports.push_back(std::move(rx_port.value()));
+  UdpPacketIo io(std::move(ports), kGroPort);
+  UdpPortConfig tx_cfg = unshared("127.0.0.1");
+  tx_cfg.gso = true;
+  auto tx = UdpPort::open(tx_cfg);
+  ASSERT_TRUE(tx.ok());
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<TxDatagram> burst;
+  // Byte 12 marks each; the last 4 (the ICRC) are re-sealed per segment for its IPv4 ID.
+  for (uint8_t i = 0; i < 10; ++i) payloads.push_back(bth_packet(0x11, 8, i));
+  for (const auto& p : payloads) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = ip("127.0.0.1").bytes;
+    d.ip.dport = kGroPort;
+    burst.push_back(d);
+  }
+  ASSERT_EQ(tx.value()->send_burst(burst), 10U);
+  ASSERT_EQ(tx.value()->counters().tx_gso_messages, 1U);  // one message: GRO keeps it whole
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(device::kPacketBufferSize));
+  std::vector<device::RxPacket> rx(3);
+  const auto take = [&] {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
+    std::vector<uint8_t> marks;
+    const size_t n = io.rx_burst(rx);
+    for (size_t i = 0; i < n; ++i) marks.push_back(rx[i].bytes()[12]);
+    return marks;
+  };
+  io.wait(2s, false);  // the message arrives
+  ASSERT_EQ(take(), (std::vector<uint8_t>{0, 1, 2}));
+  for (uint8_t first = 3; first < 10; first = static_cast<uint8_t>(first + 3)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    io.wait(5s, false);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "slept on datagrams it had";
+    std::vector<uint8_t> want;
+    for (uint8_t m = first; m < 10 && m < first + 3; ++m) want.push_back(m);
+    EXPECT_EQ(take(), want);
+  }
+}
+
 }  // namespace
 }  // namespace uroce::net
