@@ -364,12 +364,13 @@ Status Device::destroy_qp(uint32_t qpn) {
 // Data path.
 
 Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
+  const TimePoint t = now();  // one clock read for the post and its doorbell
   Status st = [&] {
     std::lock_guard lock(engine_mu_);
-    return engine_.post_send(now(), qpn, wr);
+    return engine_.post_send(t, qpn, wr);
   }();
   // A failed WR ends its list: what the list posted before it must still go out.
-  if (ring || !st) ring_doorbell();
+  if (ring || !st) ring_doorbell_at(t);
   return st;
 }
 

@@ -108,7 +108,7 @@ class Device {
   // After posting: sends now if the I/O is free, else wakes the progress thread; while a
   // busy-polling application drives the device (ProgressOptions::batch_posts), leaves the
   // WQEs to its next poll instead.
-  void ring_doorbell();
+  void ring_doorbell() { ring_doorbell_at(now()); }
   Status post_recv(uint32_t qpn, const transport::RecvWr& wr);
   Status post_srq_recv(SrqId srq, const transport::RecvWr& wr);
   int poll_cq(CqId cq, std::span<transport::Wc> out);  // count or -EINVAL
@@ -186,11 +186,13 @@ class Device {
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
   // Busy-polling handoff (ProgressOptions::app_handoff).
-  void note_app_drove();     // an application thread polled (it may not have got the I/O)
-  void end_app_driving();    // the application is about to block: the thread takes over
-  bool app_driving() const;  // an application pass happened within app_handoff
-  void park();               // progress thread: sleep while app_driving(), or until unparked
-  void unpark();             // any thread: end park() now (stop_ or the handoff changed)
+  void note_app_drove();   // an application thread polled (it may not have got the I/O)
+  void end_app_driving();  // the application is about to block: the thread takes over
+  bool app_driving() const { return app_driving_at(now()); }
+  bool app_driving_at(TimePoint t) const;  // an application pass within app_handoff of t
+  void ring_doorbell_at(TimePoint t);      // ring_doorbell with the time the caller read
+  void park();    // progress thread: sleep while app_driving(), or until unparked
+  void unpark();  // any thread: end park() now (stop_ or the handoff changed)
 
   const PortInfo* port(uint8_t port_num) const;
 

@@ -202,10 +202,10 @@ void Device::end_app_driving() {
   if (sleeping_.load()) io_->wake();
 }
 
-bool Device::app_driving() const {
+bool Device::app_driving_at(TimePoint t) const {
   if (app_polls_since_arm_.load(std::memory_order_relaxed) < kBusyPolls) return false;
   const int64_t last = app_drove_ns_.load(std::memory_order_relaxed);
-  return last != 0 && now() - Nanos(last) < config_.progress.app_handoff;
+  return last != 0 && t - Nanos(last) < config_.progress.app_handoff;
 }
 
 void Device::park() {
@@ -227,13 +227,13 @@ void Device::unpark() {
   park_cv_.notify_one();
 }
 
-void Device::ring_doorbell() {
+void Device::ring_doorbell_at(TimePoint t) {
   // While a busy-polling application drives the device, a post only marks its WQEs: the
   // application's next poll sends every WQE posted since, in one sendmmsg with its runs
   // merged by GSO, as a NIC fetches a burst of WQEs per doorbell. If no poll comes, the
   // progress thread takes over when app_handoff runs out: a parked thread wakes by itself
   // then, one asleep in wait() is woken now to park (or, the handoff over, to send).
-  if (config_.progress.batch_posts && config_.progress.app_calls_drive && app_driving()) {
+  if (config_.progress.batch_posts && config_.progress.app_calls_drive && app_driving_at(t)) {
     posts_waiting_.store(true);
     if (sleeping_.load()) io_->wake();
     return;

@@ -544,7 +544,14 @@ UdpPort::~UdpPort() {
 
 int UdpPort::socket_for_sport(uint16_t sport) {
   if (sport == 0 || sport == port_ || !config_.per_qp_source_port) return fd_;
-  if (auto it = sport_fds_.find(sport); it != sport_fds_.end()) return it->second;
+  // A burst holds runs of one QP's packets (poll_tx's turns): the last socket found serves
+  // most lookups. Sockets stay open until the port closes, so the entry never goes stale.
+  if (sport == last_sport_) return last_sport_fd_;
+  if (auto it = sport_fds_.find(sport); it != sport_fds_.end()) {
+    last_sport_ = sport;
+    last_sport_fd_ = it->second;
+    return it->second;
+  }
   if (sport_unavailable_.count(sport) != 0 || sport_fds_.size() >= config_.max_source_port_sockets)
     return -1;
   int fd = socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -598,10 +605,12 @@ constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
 // mixing the QPs of two processes sharing an address would land whole in one of them. QP1
 // never merges: its datagrams (CM MADs) are steered by their content (the Service ID of a
 // REQ, the Comm ID of a reply), which differs from one MAD to the next.
-bool same_flow(const TxDatagram& a, const TxDatagram& b) {
-  const std::optional<uint32_t> qpn = dest_qpn_of(a.data);
+bool same_flow(const TxDatagram& a, std::optional<uint32_t> a_qpn, const TxDatagram& b) {
   return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
-         a.scope_id == b.scope_id && qpn && *qpn != kGsiQpn && qpn == dest_qpn_of(b.data);
+         a.scope_id == b.scope_id && a_qpn && *a_qpn != kGsiQpn && a_qpn == dest_qpn_of(b.data);
+}
+bool same_flow(const TxDatagram& a, const TxDatagram& b) {
+  return same_flow(a, dest_qpn_of(a.data), b);
 }
 
 }  // namespace
@@ -651,7 +660,8 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
     size_t m = 0;  // messages in this call
     size_t v = 0;  // iovecs in this call
     size_t run_bytes = 0;
-    bool run_closed = false;  // the run's last datagram was shorter: nothing may follow it
+    bool run_closed = false;           // the run's last datagram was shorter: nothing may follow it
+    std::optional<uint32_t> head_qpn;  // the destination QP of the last message's first
     while (i + n < pkts.size() && n < kMaxBurst) {
       const TxDatagram& d = pkts[i + n];
       const int fd_n = n == 0 ? first : socket_for_sport(d.ip.sport);
@@ -667,8 +677,9 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
         const bool starts_run = shorter && msg_count_[m - 1] == 1 && i + n + 1 < pkts.size() &&
                                 pkts[i + n + 1].data.size() == d.data.size() &&
                                 same_flow(d, pkts[i + n + 1]);
-        if (same_flow(head, d) && d.data.size() <= seg && !d.data.empty() && !starts_run &&
-            msg_count_[m - 1] < kMaxGsoSegments && run_bytes + d.data.size() <= kMaxGsoBytes) {
+        if (same_flow(head, head_qpn, d) && d.data.size() <= seg && !d.data.empty() &&
+            !starts_run && msg_count_[m - 1] < kMaxGsoSegments &&
+            run_bytes + d.data.size() <= kMaxGsoBytes) {
           append_segment(m - 1, n, d.data, msg_count_[m - 1], v);
           ++msg_count_[m - 1];
           run_bytes += d.data.size();
@@ -692,6 +703,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       h.msg_control = cmsgs_[m].bytes;
       msg_first_[m] = static_cast<uint16_t>(n);
       msg_count_[m] = 1;
+      head_qpn = dest_qpn_of(d.data);
       run_bytes = d.data.size();
       run_closed = false;
       ++m;

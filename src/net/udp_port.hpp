@@ -320,6 +320,8 @@ class UdpPort {
   // Source-port sockets.
   std::unordered_map<uint16_t, int> sport_fds_;
   std::unordered_set<uint16_t> sport_unavailable_;
+  uint16_t last_sport_ = 0;  // socket_for_sport's last hit (0: none; 0 never gets a socket)
+  int last_sport_fd_ = -1;
 
   // Per-burst scratch, allocated once.
   std::array<mmsghdr, kMaxBurst> msgs_{};

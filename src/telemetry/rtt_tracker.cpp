@@ -69,13 +69,12 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   // Karn: a PSN at or before the last one sent is a retransmission; its samples and the
   // later ones are ambiguous now.
   if (q.any_sent && psn_le(psn, q.last_psn)) {
-    std::erase_if(q.pending, [&](const Pending& p) { return psn_le(psn, p.psn); });
+    while (!q.pending.empty() && psn_le(psn, q.pending.back().psn)) q.pending.pop_back();
     return;  // nor does the resent packet start a sample
   }
   q.any_sent = true;
   q.last_psn = psn;
   if ((roce[8] & 0x80) == 0) return;
-  if (q.pending.size() == kMaxPending) q.pending.pop_front();
   q.pending.push_back({psn, now, size});
 }
 

@@ -15,10 +15,10 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "telemetry/snapshot.hpp"
 #include "transport/engine.hpp"
@@ -53,8 +53,33 @@ class RttTracker {
     TimePoint sent;
     uint32_t size;  // IP packet bytes
   };
+  // The AckReq requests awaiting their ACK, oldest first and so in PSN order (a resend
+  // starts no sample). A ring whose room is allocated at the QP's first sample, never per
+  // packet; when full the oldest is dropped.
+  class PendingRing {
+   public:
+    [[nodiscard]] bool empty() const { return count_ == 0; }
+    [[nodiscard]] const Pending& front() const { return buf_[head_]; }
+    [[nodiscard]] const Pending& back() const { return buf_[(head_ + count_ - 1) % kMaxPending]; }
+    void pop_front() {
+      head_ = (head_ + 1) % kMaxPending;
+      --count_;
+    }
+    void pop_back() { --count_; }
+    void push_back(const Pending& p) {
+      if (buf_.empty()) buf_.resize(kMaxPending);
+      if (count_ == kMaxPending) pop_front();
+      buf_[(head_ + count_) % kMaxPending] = p;
+      ++count_;
+    }
+
+   private:
+    std::vector<Pending> buf_;
+    size_t head_ = 0;
+    size_t count_ = 0;
+  };
   struct QpRtt {
-    std::deque<Pending> pending;
+    PendingRing pending;
     bool any_sent = false;
     uint32_t last_psn = 0;
     uint32_t unanswered_psn = 0;  // oldest PSN sent at sizes.largest_unanswered
