@@ -96,8 +96,8 @@ size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
   const size_t n_ports = ports_.size();
   size_t total = 0;
-  bool any_pending = false;
-  for (auto& p : ports_) any_pending = any_pending || p->has_pending();
+  // Only rx_burst changes what a port holds, and the last one recorded it.
+  const bool any_pending = rx_pending_.load(std::memory_order_relaxed);
   // Several sockets (an IPv4 and an IPv6 address, say), but traffic usually on one: read
   // that one directly, and look at all of them (a ppoll, then a recvmmsg for each readable
   // one) only every kFullRxEvery passes and after wait() saw a socket readable. A system
