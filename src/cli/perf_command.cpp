@@ -258,8 +258,14 @@ int run_client(PerfOptions& o) {
     const std::string result_line = lat ? lat_line(out.lat) : bw_line(out.bw);
     const nlohmann::json result = lat ? to_json(out.lat) : to_json(out.bw, o.report_gbits);
     // ok/error: the server fails too when the client's side of the transfer failed.
-    nlohmann::json end = {{"cmd", "end"},     {"sent", out.sent}, {"line", result_line},
-                          {"result", result}, {"ok", out.ok},     {"error", out.error}};
+    // sent_pkts: the server's report waits for the packets this device sent (perf_server.cpp).
+    nlohmann::json end = {{"cmd", "end"},
+                          {"sent", out.sent},
+                          {"line", result_line},
+                          {"result", result},
+                          {"ok", out.ok},
+                          {"error", out.error},
+                          {"sent_pkts", ctx->dev().counters()[transport::Counter::kSentPkts]}};
     if (!sock->send_line(end.dump()) || !sock->recv_line(line, deadline_after(60))) {
       if (!out.ok) return failure(fmt::format("{} bytes: {}", size, out.error));
       return failure("the server closed the side channel");

@@ -28,6 +28,10 @@ constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
 constexpr auto kRcDrainLimit = std::chrono::seconds(10);
 constexpr auto kSettleLimit = std::chrono::milliseconds(100);
 constexpr auto kUcSettle = std::chrono::seconds(1);
+// Before the counters go into the reply: how long the device may receive nothing before the
+// client's missing packets count as lost, and the most the reply waits for them.
+constexpr auto kReportQuiet = std::chrono::milliseconds(50);
+constexpr auto kReportLimit = std::chrono::seconds(5);
 
 // The server's state between the client's "end" and the reply.
 struct ServerSize {
@@ -67,6 +71,39 @@ uint64_t sum_sent(const nlohmann::json& end) {
     for (const auto& v : end["sent"]) total += v.get<uint64_t>();
   }
   return total;
+}
+
+// The client's "end" travels over TCP and can overtake its last UDP packets: retransmissions it
+// sent just before the ACK that completed everything. While they still wait in this device's
+// sockets (the progress thread may not have run since, on a loaded machine), a report taken now
+// would show fewer packets received than the client sent, on a path that lost nothing. So the
+// report waits until the device has received `client_sent` packets (the client's device
+// sent_pkts, cumulative like ours). This thread runs the passes itself: the progress thread's
+// share of the CPU does not matter, and when kQuietPasses passes in a row over at least
+// kReportQuiet receive nothing, the sockets were empty and the rest was lost on the way. At most
+// kReportLimit. A client that does not say (an older one) gets the report at once.
+void await_client_packets(device::Device& dev, uint64_t client_sent) {
+  using transport::Counter;
+  constexpr int kQuietPasses = 8;
+  const auto start = Clock::now();
+  auto last_change = start;
+  int quiet_passes = 0;
+  uint64_t seen = dev.counters()[Counter::kRcvdPkts];
+  while (seen < client_sent) {
+    const auto now = Clock::now();
+    if (now - start >= kReportLimit) return;
+    if (quiet_passes >= kQuietPasses && now - last_change >= kReportQuiet) return;
+    (void)dev.progress();
+    const uint64_t now_seen = dev.counters()[Counter::kRcvdPkts];
+    if (now_seen != seen) {
+      last_change = Clock::now();
+      quiet_passes = 0;
+    } else {
+      ++quiet_passes;
+      std::this_thread::yield();
+    }
+    seen = now_seen;
+  }
 }
 
 // write/read/atomic: the data path needs nothing from us; answer fill/check/end.
@@ -321,6 +358,7 @@ bool serve_size(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
   reply = st.reply();
   reply["result"] = st.end.value("result", nlohmann::json());
   // The server's counters and rates for the client's --json (ignored by older clients).
+  await_client_packets(ctx.dev(), st.end.value("sent_pkts", uint64_t{0}));
   reply["device_report"] = run_device_report(ctx);
   return sock.send_line(reply.dump());
 }

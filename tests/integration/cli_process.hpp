@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -38,7 +39,9 @@ inline uint16_t next_port() {
 
 class Process {
  public:
-  Process(const std::vector<std::string>& args, uint16_t udp_port) {
+  // in_child: runs in the child before exec (CPU affinity, nice: what its threads inherit).
+  Process(const std::vector<std::string>& args, uint16_t udp_port,
+          const std::function<void()>& in_child = {}) {
     char pattern[] = "/tmp/uroce-cli-it-XXXXXX";
     dir_ = mkdtemp(pattern) != nullptr ? pattern : "/tmp";
     pid_ = fork();
@@ -48,6 +51,7 @@ class Process {
           !freopen((dir_ + "/err").c_str(), "w", stderr)) {
         _exit(127);
       }
+      if (in_child) in_child();
       std::vector<char*> argv;
       std::string bin = uroce_binary();
       argv.push_back(bin.data());
