@@ -61,6 +61,15 @@ class Requester {
   // The completer saw `psn` (after psn()) acknowledged: packets sent before a rewind
   // arrived after all. Skip resending what is already acknowledged.
   void fast_forward(Qp& qp, Psn psn);
+  // After a timeout's rewind (Completer::on_retransmit_timeout): only the packet at `psn` may
+  // leave until the completer ends the probe. A rewind ends it.
+  void start_probe(Psn psn) {
+    probe_ = true;
+    probe_psn_ = psn;
+  }
+  void end_probe() { probe_ = false; }
+  [[nodiscard]] bool probing() const { return probe_; }
+  [[nodiscard]] Psn probe_psn() const { return probe_psn_; }
   // Whether fill() could produce a packet now (ignoring slot room).
   [[nodiscard]] bool ready(const Qp& qp) const;
   // Selective repeat: the responder placed `sacked` out of order (its NAK said so). The
@@ -92,6 +101,8 @@ class Requester {
   uint32_t noack_pkts_ = 0;
   uint32_t rd_atomic_ = 0;  // READ/atomic WQEs started and not completed
   bool rnr_wait_ = false;
+  bool probe_ = false;  // start_probe: nothing after probe_psn_ leaves
+  Psn probe_psn_;
   // Selective repeat (Qp::sr()): PSNs the responder reported placed, and the holes still to
   // resend: unsacked PSNs in [sr_next_, sr_limit_) while sr_pending_.
   PsnBitmap sack_;
@@ -158,6 +169,7 @@ class Completer {
   Psn adp_high_psn_;
   bool adp_gap_ready_ = false;  // progress came after it: a duplicate ACK proves it spurious
   bool timer_rewind_ = false;
+  TimePoint probe_at_{};  // when the configured timeout sent its probe (Requester::start_probe)
   Nanos adp_gap_{0};
   RttEstimator rtt_;
   // AckReq packets sent and not yet acknowledged, in send order (docs/congestion.md "Loss

@@ -33,6 +33,7 @@ void Requester::reset(Psn psn, uint64_t seq) {
   noack_pkts_ = 0;
   rd_atomic_ = 0;
   rnr_wait_ = false;
+  probe_ = false;
   sack_.clear();
   sr_pending_ = false;
   sr_episode_ = false;
@@ -114,6 +115,7 @@ FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& sl
 
 bool Requester::ready(const Qp& qp) const {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) return false;
+  if (probe_ && psn_ != probe_psn_) return false;
   if (sr_pending_ && qp.sr()) return true;  // holes to resend
   if (seq_ == qp.sq.tail()) return false;
   if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) return false;
@@ -213,6 +215,7 @@ void Requester::rewind(Qp& qp, Psn psn) {
   }
   seq_ = head;
   psn_ = psn;
+  probe_ = false;
   sr_pending_ = false;  // the rewind resends every hole anyway
   sr_episode_ = false;
 }
@@ -237,6 +240,7 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) {
     return FillResult::kNothing;
   }
+  if (probe_ && psn_ != probe_psn_) return FillResult::kNothing;
   if (sr_pending_ && qp.sr()) {
     const FillResult r = fill_hole(e, qp, now, slot);
     if (r != FillResult::kNothing || qp.state == QpState::kErr) return r;

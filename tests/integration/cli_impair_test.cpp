@@ -3,11 +3,13 @@
 // write_lat's typical latency by 2 ms; CE marks with DCQCN on make the server send CNPs; a
 // malformed spec is a usage error (exit 2, one line) on perf and pingpong alike.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_process.hpp"
@@ -117,6 +119,39 @@ TEST_F(CliImpair, ASlowPathWithSparseCompletionsIsNotAStall) {
   const double mb = j["results"][0].value("bw_average", 0.0);
   EXPECT_GT(mb, 1.5) << r.client_out;
   EXPECT_LT(mb, 2.4) << r.client_out;
+}
+
+// The same slow path with the client stopped for 150 ms (SIGSTOP: a descheduled process).
+// Its bottleneck queue (in the client: --impair) holds about 210 ms of 4 KiB packets, longer
+// than the QP's 67 ms ACK timeout, so the timeout fires when the client resumes. Resending
+// the whole window into that queue (128 packets, 210 ms more of it) would hold back the next
+// ACK progress past the timeout again, and again: before the timeout's probe, this run resent
+// 15 644 packets and ran at 0.29 MB/s. Now each timeout resends one packet, and the first
+// response (ACKs of originals, beyond it) resumes the transfer.
+TEST_F(CliImpair, APauseOnASlowPathResendsOnePacketPerTimeoutNotAWindow) {
+  const uint16_t tcp = next_port();
+  const uint16_t udp = next_port();
+  Process srv({"perf", "write_bw", "-p", std::to_string(tcp), "--timeout", "120"}, udp);
+  Process cli(
+      {"perf", "write_bw", "127.0.0.1", "-p", std::to_string(tcp), "-s", "65536", "-n", "128", "-t",
+       "128", "-Q", "128", "--json", "--impair", "rate=20mbit,queue=4MB", "--timeout", "120"},
+      udp);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the queue has filled
+  kill(cli.pid(), SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(cli.pid(), SIGCONT);
+  ASSERT_EQ(cli.wait(seconds(150)), 0) << cli.out() << cli.err();
+  ASSERT_EQ(srv.wait(seconds(30)), 0) << srv.err();
+  const auto j = nlohmann::json::parse(cli.out(), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << cli.out();
+  EXPECT_EQ(j["results"][0].value("iterations", 0ull), 128u) << cli.out();
+  const auto& c = j["local"]["counters"];
+  const uint64_t timeouts = c["local_ack_timeout_err"].get<uint64_t>();
+  EXPECT_GE(timeouts, 1u) << "the pause did not outlast the ACK timeout: " << c.dump();
+  // One probe per timeout; each found the originals arriving.
+  EXPECT_EQ(c["retransmitted_pkts"].get<uint64_t>(), timeouts) << c.dump();
+  EXPECT_EQ(c["timeout_spurious"].get<uint64_t>(), timeouts) << c.dump();
+  EXPECT_EQ(c["sent_pkts"].get<uint64_t>(), 128u * 16u + timeouts) << c.dump();
 }
 
 double typical_usec(const PerfRun& r) {

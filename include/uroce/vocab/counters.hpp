@@ -103,7 +103,9 @@ namespace uroce::transport {
   /* selective repeat (uroce peers that agreed) */                     \
   X(kSrRetransmittedPkts, "sr_retransmitted_pkts")                     \
   X(kSrOutOfOrderPlaced, "sr_out_of_order_placed")                     \
-  X(kSrOutOfWindowDrop, "sr_out_of_window_drop")
+  X(kSrOutOfWindowDrop, "sr_out_of_window_drop")                       \
+  /* go-back-N timeouts whose one-packet probe met the originals */    \
+  X(kTimeoutSpurious, "timeout_spurious")
 
 enum class Counter : uint16_t {
 #define UROCE_X(e, n) e,

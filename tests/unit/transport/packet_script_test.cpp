@@ -449,10 +449,13 @@ TEST(PacketScript, AdaptiveRtoResendsBeforeTheConfiguredTimeoutAndRetryCntStillC
   ASSERT_EQ(s.transmit().size(), 2u);
   EXPECT_EQ(s.engine().next_deadline(), t_ack + kT);
   EXPECT_EQ(s.state(), QpState::kRts);
-  // the configured timeouts: retry 1, retry 2, then RETRY_EXC_ERR, as without adaptation
+  // the configured timeouts: retry 1, retry 2, then RETRY_EXC_ERR, as without adaptation.
+  // Each resends 0x000000 alone, its probe: the rest would follow a response to it.
   for (int retry = 1; retry <= 2; ++retry) {
     s.advance_to(t_ack + kT * retry);
-    ASSERT_EQ(s.transmit().size(), 2u) << "retry " << retry;
+    const TxPacket probe = one(s.transmit());
+    EXPECT_EQ(probe.psn(), 0x000000u) << "retry " << retry;
+    EXPECT_EQ(probe.payload, std::vector<uint8_t>(16, 2));
     EXPECT_EQ(s.engine().next_deadline(), t_ack + kT * (retry + 1));
   }
   s.advance_to(t_ack + kT * 3);
@@ -469,7 +472,7 @@ TEST(PacketScript, AdaptiveRtoResendsBeforeTheConfiguredTimeoutAndRetryCntStillC
                         {Counter::kLocalAckTimeoutErr, 3},
                         {Counter::kCompleterRetryErr, 2},
                         {Counter::kRetryExceededErr, 1},
-                        {Counter::kRetransmittedPkts, 10},
+                        {Counter::kRetransmittedPkts, 8},
                         {Counter::kRdmaSends, 1},
                         {Counter::kReqCqeError, 1},
                         {Counter::kReqCqeFlushError, 1}});
@@ -1307,11 +1310,13 @@ TEST(PacketScript, ProgressGivesTheRetryBudgetBack) {
   ASSERT_TRUE(s.post_send_one(1, WrOpcode::kSend, 0, 8).is_ok());
   ASSERT_TRUE(s.post_send_one(2, WrOpcode::kSend, 0, 8).is_ok());
   ASSERT_EQ(s.transmit().size(), 2u);
-  // timeout / expect both resent (retry 1 of 1)
+  // timeout / expect 0x100 resent alone, the probe (retry 1 of 1)
   s.advance_to(TimePoint(kT));
-  ASSERT_EQ(s.transmit().size(), 2u);
-  // receive ACK psn=0x100 / expect progress: the budget is back
+  EXPECT_EQ(one(s.transmit()).psn(), 0x100u);
+  // receive ACK psn=0x100 / expect progress: the budget is back. No RTT was measured to show
+  // that it answers the original, so it answers the probe: go-back-N resends 0x101 now
   s.receive(s.ack(0x100, 1));
+  EXPECT_EQ(one(s.transmit()).psn(), 0x101u);
   // timeout / expect 0x101 resent, not RETRY_EXC_ERR
   s.advance_to(TimePoint(kT * 2));
   const TxPacket p = one(s.transmit());
@@ -1331,6 +1336,128 @@ TEST(PacketScript, ProgressGivesTheRetryBudgetBack) {
                         {Counter::kRetransmittedPkts, 3},
                         {Counter::kRdmaSends, 1},
                         {Counter::kReqCqeError, 1}});
+}
+
+// A configured timeout resends the oldest unacknowledged packet alone (its probe) when the
+// RTT is longer than the timeout (a deep queue): the RTO (150 us from the 50 us sample) is past
+// the configured 65.5 us. Its first response decides what follows.
+struct ProbeScript {
+  ScriptQp s;
+  TimePoint probe_at;
+  explicit ProbeScript(const ScriptOptions& o) : s(o) {}
+};
+
+ScriptOptions probe_options() {
+  ScriptOptions o;
+  o.sq_psn = 0x100;
+  o.timeout = 4;  // 65536 ns
+  o.retry_cnt = 3;
+  return o;
+}
+
+// Three SENDs, the first ACKed after 50 us (the only RTT sample: min RTT 50 us), then the
+// configured timeout: 0x101 resent alone.
+void run_to_probe(ProbeScript& p) {
+  ScriptQp& s = p.s;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    std::memset(s.mem(i * 64), static_cast<int>(i), 16);
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, i * 64, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 3u);
+  const TimePoint t_ack = TimePoint(0) + std::chrono::microseconds(50);
+  s.advance_to(t_ack);
+  s.receive(s.ack(0x100, 1));
+  ASSERT_EQ(s.send_wcs().size(), 1u);
+  p.probe_at = t_ack + Nanos(4096 << 4);
+  EXPECT_EQ(s.engine().next_deadline(), p.probe_at);
+  s.advance_to(p.probe_at);
+  const TxPacket probe = one(s.transmit());
+  EXPECT_EQ(probe.psn(), 0x101u);
+  EXPECT_EQ(probe.payload, std::vector<uint8_t>(16, 2));
+  // Nothing more leaves before a response.
+  s.advance_to(p.probe_at + std::chrono::microseconds(5));
+  EXPECT_TRUE(s.transmit().empty());
+}
+
+// The sender (or its link) paused, nothing was lost: 10 us after the probe, sooner than half
+// the smallest RTT (25 us), comes the ACK of the original 0x101. The requester resumes after
+// the highest PSN sent: 0x102 is not resent, and its own ACK completes the last SEND.
+TEST(PacketScript, ATimeoutProbeMetByAnOriginalsAckResendsNothingMore) {
+  ProbeScript p(probe_options());
+  run_to_probe(p);
+  ScriptQp& s = p.s;
+  s.advance_to(p.probe_at + std::chrono::microseconds(10));
+  s.receive(s.ack(0x101, 2));
+  EXPECT_TRUE(s.transmit().empty());
+  s.receive(s.ack(0x102, 3));
+  EXPECT_TRUE(s.transmit().empty());
+  const std::vector<Wc> wcs = s.send_wcs();
+  ASSERT_EQ(wcs.size(), 2u);
+  expect_send_wc(wcs[0], 2, WcStatus::kSuccess);
+  expect_send_wc(wcs[1], 3, WcStatus::kSuccess);
+  EXPECT_EQ(s.state(), QpState::kRts);
+  s.expect_qp_counters({{Counter::kLocalAckTimeoutErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kTimeoutSpurious, 1},
+                        {Counter::kRetransmittedPkts, 1},
+                        {Counter::kRdmaSends, 3}});
+}
+
+// 0x101 was lost (and 0x102 behind it): the ACK of the probe comes a round trip (50 us) after
+// it. It answers the probe, so go-back-N resends the rest, 0x102, at once.
+TEST(PacketScript, ATimeoutProbeAnsweredAfterARoundTripResendsTheRest) {
+  ProbeScript p(probe_options());
+  run_to_probe(p);
+  ScriptQp& s = p.s;
+  s.advance_to(p.probe_at + std::chrono::microseconds(50));
+  s.receive(s.ack(0x101, 2));
+  const TxPacket rest = one(s.transmit());
+  EXPECT_EQ(rest.psn(), 0x102u);
+  EXPECT_EQ(rest.payload, std::vector<uint8_t>(16, 3));
+  s.receive(s.ack(0x102, 3));
+  EXPECT_EQ(s.send_wcs().size(), 2u);
+  s.expect_qp_counters({{Counter::kLocalAckTimeoutErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kRetransmittedPkts, 2},
+                        {Counter::kRdmaSends, 3}});
+}
+
+// The responder had 0x101 and 0x102 and only their ACK was lost: the probe's duplicate is
+// answered, a round trip later, with the cumulative ACK of 0x102, beyond the probe. Nothing
+// is resent; the SENDs complete.
+TEST(PacketScript, ATimeoutProbeAnsweredBeyondItselfResendsNothingMore) {
+  ProbeScript p(probe_options());
+  run_to_probe(p);
+  ScriptQp& s = p.s;
+  s.advance_to(p.probe_at + std::chrono::microseconds(50));
+  s.receive(s.ack(0x102, 3));
+  EXPECT_TRUE(s.transmit().empty());
+  EXPECT_EQ(s.send_wcs().size(), 2u);
+  EXPECT_EQ(s.engine().next_deadline(), TimePoint::max());
+  s.expect_qp_counters({{Counter::kLocalAckTimeoutErr, 1},
+                        {Counter::kCompleterRetryErr, 1},
+                        {Counter::kTimeoutSpurious, 1},
+                        {Counter::kRetransmittedPkts, 1},
+                        {Counter::kRdmaSends, 3}});
+}
+
+// Without adaptive retransmission (rxe's timer, UROCE_ADAPTIVE_RETRANS=0) a timeout resends
+// everything from the oldest unacknowledged PSN, with no probe.
+TEST(PacketScript, WithoutAdaptiveRetransmissionATimeoutResendsTheWholeWindow) {
+  ScriptOptions o = probe_options();
+  o.adaptive_retrans = false;
+  ScriptQp s(o);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(s.post_send_one(i, WrOpcode::kSend, i * 64, 16).is_ok());
+  }
+  ASSERT_EQ(s.transmit().size(), 3u);
+  s.advance_to(TimePoint(0) + std::chrono::microseconds(50));
+  s.receive(s.ack(0x100, 1));
+  s.advance_to(TimePoint(0) + std::chrono::microseconds(50) + Nanos(4096 << 4));
+  const std::vector<TxPacket> t = s.transmit();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].psn(), 0x101u);
+  EXPECT_EQ(t[1].psn(), 0x102u);
 }
 
 TEST(PacketScript, RetryCnt7AndRnrRetry7RetryForever) {
