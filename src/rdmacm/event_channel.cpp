@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
 #include "rdmacm/state.hpp"
 
@@ -54,6 +55,14 @@ void process_conn_response(Event& e) {
   rt.drain(*id.dev);
 }
 
+// rdma_get_cm_event on a destroyed channel (destroy_channel): blocks as rdma-core's read() of
+// the closed fd does for a thread already in it. A signal handler ends it with EINTR.
+int block_on_destroyed() {
+  for (;;) {
+    if (poll(nullptr, 0, -1) < 0 && errno == EINTR) return fail(EINTR);
+  }
+}
+
 }  // namespace
 
 Channel* create_channel() {
@@ -68,13 +77,26 @@ Channel* create_channel() {
   return ch;
 }
 
+// Programs destroy a channel while another thread of theirs still waits on it: rping's main
+// thread destroys its channel after rdma_destroy_id, whose wait for the last event's ack
+// returns while the CM thread, having acked, goes back into rdma_get_cm_event. With rdma-core
+// that thread sits in read() on the fd, which a close() from another thread does not wake:
+// it stays blocked until the program exits from main (rping's CM thread, woken with an error,
+// would exit(255) instead). Ours must not touch freed memory either. So the Channel is kept
+// (about 100 bytes, reachable, per channel destroyed) and marked destroyed, and a thread
+// waiting on it, or coming to wait on it, stays blocked (block_on_destroyed).
 void destroy_channel(Channel* ch) {
+  static std::mutex graveyard_mu;
+  static std::vector<Channel*> graveyard;
   {
     std::lock_guard lock(ch->mu);
     for (Event* e : ch->queue) delete e;
+    ch->queue.clear();
+    ch->destroyed = true;
   }
   close(ch->ch.fd);
-  delete ch;
+  std::lock_guard lock(graveyard_mu);
+  graveyard.push_back(ch);
 }
 
 Event* new_event(IdPriv& id, rdma_cm_event_type type, int status) {
@@ -150,6 +172,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     Event* e = nullptr;
     {
       std::lock_guard lock(ch->mu);
+      if (ch->destroyed) return block_on_destroyed();
       if (!ch->queue.empty()) {
         e = ch->queue.front();
         ch->queue.pop_front();

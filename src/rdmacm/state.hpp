@@ -68,6 +68,9 @@ struct Channel {
   rdma_event_channel ch{};  // first; ch.fd: an eventfd, readable while events wait
   std::mutex mu;
   std::deque<Event*> queue;
+  // rdma_destroy_event_channel ran. The struct itself stays allocated (destroy_channel): a
+  // thread may still be in, or entering, rdma_get_cm_event on it.
+  bool destroyed = false;
 };
 
 // Attributes a connection's QP transitions need, from the route and the REQ/REP.
