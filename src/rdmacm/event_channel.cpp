@@ -170,10 +170,11 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   Channel* ch = channel_of(channel);
   for (;;) {
     Event* e = nullptr;
+    bool destroyed = false;
     {
       std::lock_guard lock(ch->mu);
-      if (ch->destroyed) return block_on_destroyed();
-      if (!ch->queue.empty()) {
+      destroyed = ch->destroyed;
+      if (!destroyed && !ch->queue.empty()) {
         e = ch->queue.front();
         ch->queue.pop_front();
         if (ch->queue.empty()) drain_fd(ch->ch.fd);
@@ -182,6 +183,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         ++e->owner->events_reported;
       }
     }
+    if (destroyed) return block_on_destroyed();  // not holding the lock: nothing waits on it
     if (e != nullptr) {
       if (e->conn_response) process_conn_response(*e);
       *event = &e->ev;

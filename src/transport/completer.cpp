@@ -69,6 +69,12 @@ void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_pe
   e.arm_timer(qp, TimerKind::kRetransmit, deadline);
 }
 
+void Completer::resume_after_spurious_go_back(Qp& qp) {
+  // The originals in flight past the resends were forgotten at the go-back.
+  forget_awaited_for_rewind(qp.req.high_psn());
+  qp.req.fast_forward(qp, qp.req.high_psn());
+}
+
 std::optional<TimePoint> Completer::adaptive_anchor(TimePoint now) const {
   if (untracked_) return now;
   if (awaited_count_ == 0) return std::nullopt;
@@ -259,9 +265,7 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     adp_gap_ready_ = false;
     e.count(qp, Counter::kAdpRetransSpurious);
     rtt_.raise_to(now - progress_at_);
-    // The originals in flight past the resends were forgotten at the go-back.
-    forget_awaited_for_rewind(qp.req.high_psn());
-    qp.req.fast_forward(qp, qp.req.high_psn());
+    resume_after_spurious_go_back(qp);
   }
   if (qp.req.probing() && positive) {
     // A configured timeout's probe (on_retransmit_timeout) met its first response. It shows
@@ -277,8 +281,7 @@ void Completer::on_response(EngineImpl& e, Qp& qp, TimePoint now, const wire::Pa
     qp.req.end_probe();
     if (originals) {
       e.count(qp, Counter::kTimeoutSpurious);
-      forget_awaited_for_rewind(qp.req.high_psn());
-      qp.req.fast_forward(qp, qp.req.high_psn());
+      resume_after_spurious_go_back(qp);
     }
     e.schedule_tx(qp);
   }

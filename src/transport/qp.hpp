@@ -70,6 +70,8 @@ class Requester {
   void end_probe() { probe_ = false; }
   [[nodiscard]] bool probing() const { return probe_; }
   [[nodiscard]] Psn probe_psn() const { return probe_psn_; }
+  // The probe has left: nothing more may until the completer ends it.
+  [[nodiscard]] bool held_by_probe() const { return probe_ && psn_ != probe_psn_; }
   // Whether fill() could produce a packet now (ignoring slot room).
   [[nodiscard]] bool ready(const Qp& qp) const;
   // Selective repeat: the responder placed `sacked` out of order (its NAK said so). The
@@ -203,6 +205,9 @@ class Completer {
   // When the adaptive RTO starts: the last progress, or the send of the oldest awaited AckReq
   // packet if later; nullopt when nothing asked for an ACK yet (only the configured timeout).
   [[nodiscard]] std::optional<TimePoint> adaptive_anchor(TimePoint now) const;
+  // A go-back proved spurious (its originals are arriving): the requester resumes after the
+  // highest PSN sent instead of resending them.
+  void resume_after_spurious_go_back(Qp& qp);
 };
 
 // A READ, atomic, FLUSH or ATOMIC WRITE the responder executed, kept for duplicates (IBA

@@ -115,7 +115,7 @@ FillResult Requester::fill_hole(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& sl
 
 bool Requester::ready(const Qp& qp) const {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) return false;
-  if (probe_ && psn_ != probe_psn_) return false;
+  if (held_by_probe()) return false;
   if (sr_pending_ && qp.sr()) return true;  // holes to resend
   if (seq_ == qp.sq.tail()) return false;
   if (qp.is_rc() && Psn::distance(psn_, qp.comp.psn()) > kMaxUnackedPsns) return false;
@@ -240,7 +240,7 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || rnr_wait_) {
     return FillResult::kNothing;
   }
-  if (probe_ && psn_ != probe_psn_) return FillResult::kNothing;
+  if (held_by_probe()) return FillResult::kNothing;
   if (sr_pending_ && qp.sr()) {
     const FillResult r = fill_hole(e, qp, now, slot);
     if (r != FillResult::kNothing || qp.state == QpState::kErr) return r;
