@@ -286,6 +286,10 @@ DeviceSnapshot DeviceTelemetry::build(const device::Device& dev) {
 }
 
 void DeviceTelemetry::publish(const device::Device& dev) {
+  // One publisher at a time, so the snapshot stored last is the one built last. Otherwise the
+  // progress thread's pass could build before poll_cq's error completion set the QP's status
+  // and store after it: `uroce stat` would show the QP in ERR with no error line.
+  std::lock_guard order(build_mu_);
   DeviceSnapshot snap = build(dev);
   check_stalls(device::Device::now(), dev, snap);
   std::lock_guard lock(latest_mu_);

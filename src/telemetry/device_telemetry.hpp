@@ -137,6 +137,7 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   uint64_t passes_since_publish_ = 0;
   std::atomic<bool> tx_outside_pass_{false};
 
+  std::mutex build_mu_;  // publish(): build, check and store as one step
   mutable std::mutex latest_mu_;
   DeviceSnapshot latest_;
 };
