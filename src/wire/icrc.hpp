@@ -15,8 +15,9 @@
 // driver uses an unconnected socket with IP_PMTUDISC_DO, for which Linux writes ID 0 and DF:
 // IpContext's defaults (checked on loopback, docs/wire.md).
 //
-// The masked pseudo header is built in a stack buffer; the CRC then continues over the
-// packet in place, so no payload is copied. Nothing here allocates.
+// The masked pseudo header is built in a stack buffer, once per context and length (a small
+// per-thread cache); the CRC then runs over the packet in place, so no payload is copied.
+// Nothing here allocates.
 #pragma once
 
 #include <array>
@@ -36,6 +37,8 @@ struct IpContext {
   uint16_t dport = 4791;
   uint16_t ipv4_id = 0;  // as the kernel writes it for an unconnected DF socket
   bool ipv4_df = true;
+
+  bool operator==(const IpContext&) const = default;
 };
 
 // ICRC of a RoCE packet given as its full IP datagram without the trailing 4 ICRC bytes
