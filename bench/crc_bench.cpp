@@ -62,12 +62,24 @@ void BM_ZlibCrc32(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
 
-// Sender side: ICRC of a packet (pseudo header built and masked, payload not copied).
+// ICRC of a packet given without its ICRC bytes (payload not copied).
 void BM_IcrcOf(benchmark::State& state) {
   const IpContext ctx = context(0);
   const auto pkt = packet_of(static_cast<size_t>(state.range(0)), ctx);
   const std::span<const uint8_t> body(pkt.data(), pkt.size() - uroce::wire::kIcrcLen);
   for (auto _ : state) benchmark::DoNotOptimize(uroce::wire::icrc_of(ctx, body));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
+// Sender side as the data path does it: the ICRC written into the packet's last 4 bytes.
+void BM_WriteIcrc(benchmark::State& state) {
+  const IpContext ctx = context(0);
+  auto pkt = packet_of(static_cast<size_t>(state.range(0)), ctx);
+  for (auto _ : state) {
+    uroce::wire::write_icrc(ctx, pkt);
+    benchmark::DoNotOptimize(pkt.data());
+    benchmark::ClobberMemory();
+  }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
 
@@ -106,6 +118,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_IsalCrc32)->Apply(sizes);
 BENCHMARK(BM_ZlibCrc32)->Apply(sizes);
 BENCHMARK(BM_IcrcOf)->Apply(sizes);
+BENCHMARK(BM_WriteIcrc)->Apply(sizes);
 BENCHMARK(BM_VerifyIcrcExact)->Apply(sizes);
 BENCHMARK(BM_VerifyIcrcModuloId)->Apply(sizes);
 BENCHMARK(BM_ParsePacket)->Apply(sizes);

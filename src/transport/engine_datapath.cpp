@@ -205,7 +205,7 @@ void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<cons
   }
   // IBA A17.3.3: the ICRC first; a corrupted packet tells us nothing else.
   if (meta.ip_id_known) {
-    if (wire::icrc_of(meta.ip, roce.first(roce.size() - wire::kIcrcLen)) != pkt.icrc) {
+    if (wire::icrc_mismatch(meta.ip, roce) != 0) {
       count(Counter::kIcrcErrors);
       return;
     }

@@ -16,8 +16,8 @@
 // IpContext's defaults (checked on loopback, docs/wire.md).
 //
 // The masked pseudo header is built in a stack buffer, once per context and length (a small
-// per-thread cache); the CRC then runs over the packet in place, so no payload is copied.
-// Nothing here allocates.
+// per-thread cache); one CRC call then runs over the packet in place, so no payload is
+// copied. Nothing here allocates.
 #pragma once
 
 #include <array>
@@ -49,6 +49,10 @@ struct IpContext {
 
 // ICRC of `roce` (BTH .. pad, without ICRC) sent with the given IP/UDP context.
 [[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce_without_icrc);
+
+// The ICRC carried in the last 4 bytes of `roce_with_icrc` XOR the right one for `ctx`: 0 when
+// it is right. One CRC pass over the whole packet, ICRC included.
+[[nodiscard]] uint32_t icrc_mismatch(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc);
 
 // Computes and stores the ICRC in the last 4 bytes of `roce_with_icrc`.
 void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc);
