@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 namespace uroce::wire {
 
@@ -59,6 +60,43 @@ inline constexpr std::array<uint32_t, 64> kX2n = make_x2n_table();
   for (int i = 0; i < 8; ++i) c = (c & 1) ? (c >> 1) ^ kCrc32PolyReflected : c >> 1;
   return c;
 }
+
+// A GF(2) basis of 32-bit vectors in echelon form (vector i is zero or has its highest set
+// bit at i). Each inserted vector carries a tag; a basis vector keeps the XOR of the tags of
+// the inserted vectors it is made of, so reduce() tells which inserted vectors sum to v:
+// solving a linear system over GF(2), e.g. inverting a CRC operator.
+class Gf2Basis {
+ public:
+  constexpr void insert(uint32_t v, uint32_t tag) {
+    for (int i = 31; i >= 0 && v != 0; --i) {
+      if (((v >> i) & 1) == 0) continue;
+      if (basis_[i] == 0) {
+        basis_[i] = v;
+        tags_[i] = tag;
+        return;
+      }
+      v ^= basis_[i];
+      tag ^= tags_[i];
+    }
+  }
+
+  // (what is left of v, the XOR of the tags taken away): v is in the span iff the first is 0,
+  // and then the second names the inserted vectors that sum to it.
+  [[nodiscard]] constexpr std::pair<uint32_t, uint32_t> reduce(uint32_t v) const {
+    uint32_t taken = 0;
+    for (int i = 31; i >= 0 && v != 0; --i) {
+      if (((v >> i) & 1) == 0) continue;
+      if (basis_[i] == 0) return {v, taken};  // no basis vector with this pivot: outside
+      v ^= basis_[i];
+      taken ^= tags_[i];
+    }
+    return {v, taken};
+  }
+
+ private:
+  std::array<uint32_t, 32> basis_{};
+  std::array<uint32_t, 32> tags_{};
+};
 
 static_assert(crc32_byte_linear(1) == 0x77073096, "zlib crc_table[1]");
 static_assert(crc32_byte_linear(0x80) == 0xEDB88320, "zlib crc_table[128]");

@@ -122,34 +122,11 @@ static_assert(kBthVariantByte == kWordLen && kIcrcLen == kWordLen);
 
 using Unshift4Tables = std::array<std::array<uint32_t, 256>, 4>;
 constexpr Unshift4Tables make_unshift4_tables() {
-  std::array<uint32_t, 32> basis{};    // basis[i]: zero, or an image whose highest set bit is i
-  std::array<uint32_t, 32> sources{};  // basis[i] is the image of the state sources[i]
-  for (int bit = 0; bit < 32; ++bit) {
-    uint32_t image = crc32_shift(1u << bit, kWordLen);
-    uint32_t source = 1u << bit;
-    for (int i = 31; i >= 0 && image != 0; --i) {
-      if (((image >> i) & 1) == 0) continue;
-      if (basis[i] == 0) {
-        basis[i] = image;
-        sources[i] = source;
-        break;
-      }
-      image ^= basis[i];
-      source ^= sources[i];
-    }
-  }
+  Gf2Basis images;  // of the single-bit states, each tagged with its state
+  for (int bit = 0; bit < 32; ++bit) images.insert(crc32_shift(1u << bit, kWordLen), 1u << bit);
   Unshift4Tables tables{};
   for (size_t k = 0; k < tables.size(); ++k) {
-    for (uint32_t b = 0; b < 256; ++b) {
-      uint32_t rest = b << (8 * k);
-      uint32_t preimage = 0;
-      for (int i = 31; i >= 0; --i) {
-        if (((rest >> i) & 1) == 0) continue;
-        rest ^= basis[i];
-        preimage ^= sources[i];
-      }
-      tables[k][b] = preimage;
-    }
+    for (uint32_t b = 0; b < 256; ++b) tables[k][b] = images.reduce(b << (8 * k)).second;
   }
   return tables;
 }
@@ -204,46 +181,21 @@ class IdSubspace {
     add_byte_bits(kFlagsOffset, kIpv4DfBit);
   }
 
-  [[nodiscard]] bool contains(uint32_t v) const { return reduce(v).first == 0; }
+  [[nodiscard]] bool contains(uint32_t v) const { return basis_.reduce(v).first == 0; }
 
   // Which of the 17 generators (bit g: generator g in insertion order: the ID's high byte
   // bits 0..7, its low byte bits 0..7, DF) XOR to `v`; nullopt when none do. Unique: the 17
   // are independent (icrc_test checks all 2^17 combinations differ).
   [[nodiscard]] std::optional<uint32_t> solve(uint32_t v) const {
-    const auto [rest, generators] = reduce(v);
+    const auto [rest, generators] = basis_.reduce(v);
     if (rest != 0) return std::nullopt;
     return generators;
   }
 
  private:
-  // (what is left of v, which generators were taken away)
-  [[nodiscard]] std::pair<uint32_t, uint32_t> reduce(uint32_t v) const {
-    uint32_t taken = 0;
-    for (int i = 31; i >= 0 && v != 0; --i) {
-      if ((v >> i) & 1) {
-        v ^= basis_[i];
-        taken ^= generators_[i];
-      }
-      if ((v >> i) & 1) return {v, taken};  // no basis vector with this pivot: outside the span
-    }
-    return {v, taken};
-  }
-  void insert(uint32_t v) {
-    uint32_t generators = 1u << inserted_++;
-    for (int i = 31; i >= 0 && v != 0; --i) {
-      if (!((v >> i) & 1)) continue;
-      if (basis_[i] == 0) {
-        basis_[i] = v;
-        generators_[i] = generators;
-        return;
-      }
-      v ^= basis_[i];
-      generators ^= generators_[i];
-    }
-  }
+  void insert(uint32_t v) { basis_.insert(v, 1u << inserted_++); }
 
-  std::array<uint32_t, 32> basis_{};
-  std::array<uint32_t, 32> generators_{};  // basis_[i] is the XOR of these generators
+  Gf2Basis basis_;  // tagged with the generators, one bit each
   int inserted_ = 0;
 };
 
