@@ -99,6 +99,7 @@ size_t write_ctx_prefix(const IpContext& ctx, size_t roce_len_with_icrc,
   store_be16(udp + 4, static_cast<uint16_t>(udp_len));
   std::memset(udp + 6, 0xFF, 2);
   at += kUdpHeaderLen;
+  if (bth.empty()) return at;  // header_state: no BTH (and memcpy must not get its null data)
   std::memcpy(s + at, bth.data(), bth.size());
   if (bth.size() > kBthVariantByte) s[at + kBthVariantByte] = 0xFF;
   return at + bth.size();
