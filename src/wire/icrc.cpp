@@ -278,7 +278,7 @@ uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce) {
 uint32_t icrc_mismatch(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc) {
   const size_t n = roce_with_icrc.size();
   if (n <= kIcrcLen + kBthVariantByte) {
-    if (n < kIcrcLen) return 0;
+    if (n < kIcrcLen) return ~0u;  // no ICRC at all: never right (0 would say "right")
     return icrc_of(ctx, roce_with_icrc.first(n - kIcrcLen)) ^
            load_le32(roce_with_icrc.data() + n - kIcrcLen);
   }

@@ -51,7 +51,8 @@ struct IpContext {
 [[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce_without_icrc);
 
 // The ICRC carried in the last 4 bytes of `roce_with_icrc` XOR the right one for `ctx`: 0 when
-// it is right. One CRC pass over the whole packet, ICRC included.
+// it is right (nonzero for a span too short to hold an ICRC). One CRC pass over the whole
+// packet, ICRC included.
 [[nodiscard]] uint32_t icrc_mismatch(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc);
 
 // Computes and stores the ICRC in the last 4 bytes of `roce_with_icrc`.
