@@ -365,33 +365,47 @@ Status Device::destroy_qp(uint32_t qpn) {
 
 Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
   const TimePoint t = now();  // one clock read for the post and its doorbell
+  bool idle = false;
   Status st = [&] {
     std::lock_guard lock(engine_mu_);
+    idle = ring && engine_.send_queue_empty(qpn);
     return engine_.post_send(t, qpn, wr);
   }();
-  // A failed WR ends its list: what the list posted before it must still go out.
-  if (ring || !st) ring_doorbell_at(t);
+  // A lone WR on a QP with nothing outstanding is what a ping-pong posts: it leaves now, not
+  // at the next poll (batching would gain it nothing and cost the poll's own work first).
+  // Posts to a QP with WRs in flight, and WR lists, wait for the poll (ring_doorbell_at).
+  if (idle && st) {
+    kick();
+  } else if (ring || !st) {
+    // A failed WR ends its list: what the list posted before it must still go out.
+    ring_doorbell_at(t);
+  }
   return st;
 }
 
 Status Device::post_recv(uint32_t qpn, const transport::RecvWr& wr) {
+  bool raised = false;
   {
     std::lock_guard lock(engine_mu_);
     Status st = engine_.post_recv(qpn, wr);
     if (!st) return st;
+    raised = engine_.has_events();
   }
-  // A QP in ERR completes the WR at once with a flush: its CQ event must go out now.
-  kick();
+  // A QP in ERR completes the WR at once with a flush: its CQ event must go out now. A post
+  // that raised nothing needs no pass (a ping-pong posts one receive per message).
+  if (raised) kick();
   return Status::ok();
 }
 
 Status Device::post_srq_recv(SrqId srq, const transport::RecvWr& wr) {
+  bool raised = false;
   {
     std::lock_guard lock(engine_mu_);
     Status st = engine_.post_srq_recv(srq, wr);
     if (!st) return st;
+    raised = engine_.has_events();  // events not yet dispatched go out now, as above
   }
-  kick();
+  if (raised) kick();
   return Status::ok();
 }
 

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -77,11 +78,20 @@ class UdpPacketIo final : public device::PacketIo {
   std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};
   std::vector<pollfd> rx_poll_;  // rx_burst's readiness check, one entry per port
   // With several ports, rx_burst reads the one that delivered most in the last full look
-  // (rx_hot_port_) and looks at all only every kFullRxEvery passes or after wait() saw one
-  // readable (rx_full_check_: set by the progress thread's wait, outside io_mu_).
+  // (rx_hot_port_) and looks at all only every kFullRxEvery passes, or after wait() saw one
+  // readable (rx_full_check_: set by the progress thread's wait, outside io_mu_). While the
+  // full looks find nothing on the other ports, they also wait for rx_quiet_interval_ to
+  // pass since the last one: it doubles from kQuietLookFirst to kQuietLookMost with each
+  // such look, and drops to zero when another port delivers.
   static constexpr uint32_t kFullRxEvery = 4;
+  static constexpr Nanos kQuietLookFirst = std::chrono::microseconds(4);
+  static constexpr Nanos kQuietLookMost = std::chrono::microseconds(100);
+  [[nodiscard]] bool full_look_due();
+  void note_full_look(bool quiet_delivered);
   size_t rx_hot_port_ = SIZE_MAX;
   uint32_t rx_hot_passes_ = 0;
+  Nanos rx_quiet_interval_{0};
+  std::chrono::steady_clock::time_point rx_last_full_look_{};
   std::atomic<bool> rx_full_check_{false};
   // A receive pass left GRO datagrams in a port (no socket shows them to a poll), and a
   // thread is in wait(): each checks the other's flag after setting its own, so that either

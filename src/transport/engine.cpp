@@ -357,6 +357,9 @@ size_t Engine::poll_tx(TimePoint now, std::span<TxSlot> slots) {
 bool Engine::has_tx() const {
   return impl_->has_tx();
 }
+bool Engine::has_events() const {
+  return impl_->has_events();
+}
 size_t Engine::poll_events(std::span<AsyncEvent> out) {
   return impl_->poll_events(out);
 }
@@ -368,6 +371,10 @@ const Counters* Engine::qp_counters(uint32_t qpn) const {
 }
 std::optional<Psn> Engine::qp_acked_psn(uint32_t qpn) const {
   return impl_->qp_acked_psn(qpn);
+}
+bool Engine::send_queue_empty(uint32_t qpn) const {
+  const Qp* qp = impl_->qp_by_qpn(qpn);
+  return qp != nullptr && qp->sq.empty();
 }
 Status Engine::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
   return impl_->set_congestion_control(qpn, cc);

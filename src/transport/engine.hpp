@@ -153,6 +153,8 @@ class Engine {
 
   // CQ notifications, CQ overflow, SRQ limit reached, last WQE reached (SRQ QP in ERR).
   size_t poll_events(std::span<AsyncEvent> out);
+  // poll_events would return something.
+  [[nodiscard]] bool has_events() const;
 
   [[nodiscard]] const Counters& counters() const;
   [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;  // nullptr: no such QP
@@ -160,6 +162,8 @@ class Engine {
   // with every ACK or NAK that proves packets arrived, so it tells slow progress (a lossy
   // path, sparse completions) from none.
   [[nodiscard]] std::optional<Psn> qp_acked_psn(uint32_t qpn) const;
+  // Every WR posted to the QP's send queue has completed (false: no such QP).
+  [[nodiscard]] bool send_queue_empty(uint32_t qpn) const;
 
   // Replaces the QP's controller with an external one (non-owning); nullptr goes back to the
   // engine's own (EngineConfig::cc / QpInitAttr::cc). The controller must outlive the QP or

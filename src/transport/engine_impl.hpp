@@ -99,6 +99,7 @@ class EngineImpl {
   size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
   [[nodiscard]] bool has_tx() const { return tx_count_ != 0; }
   size_t poll_events(std::span<AsyncEvent> out);
+  [[nodiscard]] bool has_events() const { return ev_count_ != 0; }
   [[nodiscard]] const Counters& counters() const { return counters_; }
   [[nodiscard]] const Counters* qp_counters(uint32_t qpn) const;
   [[nodiscard]] std::optional<Psn> qp_acked_psn(uint32_t qpn) const;

@@ -1,8 +1,9 @@
 // A busy-polling application drives its device (ProgressOptions::app_handoff): its polls
 // move the packets while the progress thread is parked, the ACK its pass builds for a
 // request leaves right behind the application's reply instead of ahead of it, and a program
-// that stops right after its last completion still gets that ACK to its peer. Its posts wait
-// for its next poll and leave together (ProgressOptions::batch_posts). Also: a
+// that stops right after its last completion still gets that ACK to its peer. A lone post to
+// a QP with nothing outstanding leaves at once; posts to a QP with WRs in flight wait for its
+// next poll and leave together (ProgressOptions::batch_posts). Also: a
 // responder that takes several requests of one QP in one pass answers them with one ACK, and
 // a process about to exit can send what it posted (flush_sends).
 #include <array>
@@ -149,11 +150,8 @@ TEST_F(BusyPollTest, TheAckOfTheRequestLeavesRightBehindTheReply) {
   EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
   std::memcpy(b_.buf.data(), "pong....", 8);
   post_send(qb_, b_, 0, 20);
-  // The post only queues the reply (ProgressOptions::batch_posts); B's next poll sends it,
-  // with the held ACK behind it in the same burst.
-  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
-  Wc wc;
-  EXPECT_GE(b_.cq.poll(std::span<Wc>(&wc, 1)), 0);  // A may have acknowledged the pong already
+  // The reply is a lone WR on a QP with nothing outstanding: it leaves with the post, not at
+  // B's next poll, and the held ACK rides behind it in the same burst.
   EXPECT_EQ(opcodes_from(wire_, 2), (std::vector<uint8_t>{kRcSendOnly, kRcAcknowledge}));
   const std::vector<uint64_t> bursts = bursts_from(wire_, 2);
   ASSERT_EQ(bursts.size(), 2u);
@@ -183,23 +181,30 @@ TEST_F(BusyPollTest, DestroyingTheQpRightAfterTheLastCompletionStillAcks) {
 }
 
 // Like a NIC fetching the WQEs of one doorbell: what a busy-polling program posts between
-// two polls leaves at the next poll, in one burst (one sendmmsg, GSO runs on UDP).
+// two polls to a QP with WRs in flight leaves at the next poll, in one burst (one sendmmsg,
+// GSO runs on UDP). The first WRITE finds the QP idle and leaves at once.
 TEST_F(BusyPollTest, PostsBetweenTwoPollsLeaveTogetherAtTheNextPoll) {
   for (uint64_t i = 0; i < 3; ++i) {
     std::memset(b_.buf.data() + 256 + i * 8, static_cast<int>('a' + i), 8);
     post_write(256 + i * 8, 30 + i);
+    if (i == 0) {
+      // Alone on an idle QP: on the wire now, with the held ACK of the ping behind it. It
+      // stays outstanding until B's next poll reads A's ACK (B's progress thread is parked).
+      EXPECT_EQ(opcodes_from(wire_, 2), (std::vector<uint8_t>{kRcWriteOnly, kRcAcknowledge}));
+    }
   }
-  EXPECT_EQ(opcodes_from(wire_, 2), std::vector<uint8_t>{});
-  // One poll sends them (A may acknowledge them fast enough for that pass to complete some).
+  EXPECT_EQ(opcodes_from(wire_, 2), (std::vector<uint8_t>{kRcWriteOnly, kRcAcknowledge}));
+  // One poll sends the other two (its pass may complete some: A acknowledges fast).
   std::array<Wc, 4> wcs;
   const int first = b_.cq.poll(std::span<Wc>(wcs));
   ASSERT_GE(first, 0);
-  // The held ACK of the ping rides in the same burst, behind the WRITEs.
   EXPECT_EQ(opcodes_from(wire_, 2),
-            (std::vector<uint8_t>{kRcWriteOnly, kRcWriteOnly, kRcWriteOnly, kRcAcknowledge}));
+            (std::vector<uint8_t>{kRcWriteOnly, kRcAcknowledge, kRcWriteOnly, kRcWriteOnly}));
   const std::vector<uint64_t> bursts = bursts_from(wire_, 2);
   ASSERT_EQ(bursts.size(), 4u);
-  EXPECT_EQ(bursts.front(), bursts.back());
+  EXPECT_EQ(bursts[0], bursts[1]);
+  EXPECT_EQ(bursts[2], bursts[3]);
+  EXPECT_NE(bursts[1], bursts[2]);
   for (auto i = static_cast<size_t>(first); i < 3; ++i) wcs[i] = wait_wc(b_.cq);
   for (uint64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(wcs[i].wr_id, 30 + i);
@@ -220,10 +225,10 @@ TEST(PostBatching, APollWithPostsWaitingReturnsEveryCompletion) {
     ASSERT_TRUE(qb.post_send(write_wr(b, a, k * 8, 8, 30 + k, sge)));
   };
   busy_poll(b);
-  post_write(1);
-  post_write(2);
+  post_write(1);  // the QP is idle: 31 leaves at once
+  post_write(2);  // 31 is in flight: 32 waits for the poll
   Wc wc;
-  ASSERT_EQ(b.cq.poll(std::span<Wc>(&wc, 1)), 0);  // sends 31 and 32
+  ASSERT_EQ(b.cq.poll(std::span<Wc>(&wc, 1)), 0);  // sends 32
   ASSERT_TRUE(a.dev.raw().progress());             // both in, one ACK out
   post_write(3);
   ASSERT_TRUE(b.dev.raw().progress());  // the ACK: 31 and 32 complete; 33 leaves
@@ -267,18 +272,26 @@ TEST(PostBatching, AListOfWrsRingsTheDoorbellOnce) {
 }
 
 // A busy-polling program that posts and then stops polling is not left waiting: the parked
-// progress thread takes over when the handoff runs out and sends what the post queued.
+// progress thread takes over when the handoff runs out and sends what the post queued (the
+// second SEND: the first found the QP idle and left with its post).
 TEST(PostBatching, APostWithNoPollAfterItLeavesWhenTheHandoffEnds) {
   RcPair pair({}, {.handoff = std::chrono::milliseconds(50)});
   auto& [wire, a, b, qa, qb] = pair;
   post_recv(qa, a, 4096, 1);
+  post_recv(qa, a, 4096 + 64, 2);
   busy_poll(b);
-  std::memcpy(b.buf.data(), "late....", 8);
+  std::memcpy(b.buf.data(), "first...", 8);
+  std::memcpy(b.buf.data() + 8, "late....", 8);
   post_send(qb, b, 0, 20);
-  const Wc r = wait_wc(a.cq);  // no poll on B's side from here
-  EXPECT_EQ(r.wr_id, 1u);
-  EXPECT_EQ(r.status, WcStatus::kSuccess);
-  EXPECT_EQ(std::memcmp(a.buf.data() + 4096, "late....", 8), 0);
+  post_send(qb, b, 8, 21);
+  EXPECT_EQ(opcodes_from(wire, 2), std::vector<uint8_t>{kRcSendOnly});  // the second waits
+  const Wc r1 = wait_wc(a.cq);  // no poll on B's side from here
+  const Wc r2 = wait_wc(a.cq);
+  EXPECT_EQ(r1.wr_id, 1u);
+  EXPECT_EQ(r2.wr_id, 2u);
+  EXPECT_EQ(r2.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 4096, "first...", 8), 0);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 4096 + 64, "late....", 8), 0);
 }
 
 // A responder that takes three WRITEs of one QP in one pass sends one ACK, for the last.

@@ -1,11 +1,14 @@
 // UdpPacketIo's receive side with several sockets (an IPv4 and an IPv6 address): it reads
 // the socket that last had traffic without asking the others, so a busy-polling program pays
-// one system call per pass; every other socket is still looked at within a few passes, and
-// at once after wait() saw it readable. Nothing may be lost or reordered on the way.
+// one system call per pass; every other socket is still looked at: every few passes while it
+// has traffic too, down to every 100 us while it stays quiet, and at once after wait() saw it
+// readable. Nothing may be lost or reordered on the way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "net/udp_device.hpp"
@@ -76,20 +79,54 @@ void make_ipv4_busy(TwoAddressIo& t) {
   ASSERT_EQ(got, std::vector<uint8_t>{1});
 }
 
-TEST(UdpPacketIoRx, AQuietSocketIsReadWithinFivePassesOfTheBusyOnes) {
-  TwoAddressIo t;
-  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
-  ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
-  // Loopback delivers within sendmmsg: the datagram is on the IPv6 socket before the passes.
-  send_mark(*t.tx6, "::1", 2);
-  int passes = 0;
+// Passes until one returns something, for at most `limit`: what it returned, and how many
+// passes that took.
+std::pair<std::vector<uint8_t>, int> pass_until_any(TwoAddressIo& t,
+                                                    std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
   std::vector<uint8_t> got;
-  while (got.empty() && passes < 100) {
+  int passes = 0;
+  while (got.empty() && std::chrono::steady_clock::now() < end) {
     got = t.pass();
     ++passes;
   }
+  return {got, passes};
+}
+
+TEST(UdpPacketIoRx, ASocketQuietForLongIsStillReadWhileAnotherIsBusy) {
+  TwoAddressIo t;
+  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
+  // Empty passes for a while: every full look finds the IPv6 socket quiet, so they space
+  // out to the longest interval.
+  for (const auto end = std::chrono::steady_clock::now() + 5ms;
+       std::chrono::steady_clock::now() < end;) {
+    ASSERT_TRUE(t.pass().empty());
+  }
+  // Loopback delivers within sendmmsg: the datagram is on the IPv6 socket before the passes.
+  send_mark(*t.tx6, "::1", 2);
+  const auto start = std::chrono::steady_clock::now();
+  const auto [got, passes] = pass_until_any(t, 2000ms);
   EXPECT_EQ(got, std::vector<uint8_t>{2});
-  EXPECT_LE(passes, 5) << "a full look at every socket is due every 5th pass at the latest";
+  // The design bound is 100 us and a pass; this only catches a socket left for good (a
+  // loaded CI machine may stall a pass for milliseconds).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms) << passes << " passes";
+}
+
+TEST(UdpPacketIoRx, AfterAQuietSocketDeliversTheOthersAreLookedAtEveryFifthPass) {
+  TwoAddressIo t;
+  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
+  // The traffic moves to IPv6: a full look finds it, and that socket is read directly now.
+  send_mark(*t.tx6, "::1", 2);
+  const auto [got6, passes6] = pass_until_any(t, 2000ms);
+  ASSERT_EQ(got6, std::vector<uint8_t>{2});
+  // The IPv4 socket had traffic a moment ago: it is looked at every few passes, not after
+  // the long interval of a socket that stays quiet.
+  send_mark(*t.tx4, "127.0.0.1", 3);
+  const auto [got4, passes4] = pass_until_any(t, 2000ms);
+  EXPECT_EQ(got4, std::vector<uint8_t>{3});
+  EXPECT_LE(passes4, 5) << "after traffic on another socket a full look is due every 5th pass";
 }
 
 TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
