@@ -175,6 +175,10 @@ int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
   return cq_->poll(out);
 }
 
+void PerfContext::idle_turn() {
+  if (channel_ || ++empty_polls_ % kPollsPerYield == 0) std::this_thread::yield();
+}
+
 transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length) {
   const transport::Sge sge{reinterpret_cast<uint64_t>(slot(q, k)), length, lkey()};
   transport::RecvWr wr;

@@ -62,6 +62,10 @@ class PerfContext {
   // Completions: polls; with -e (events) and nothing ready, arms the CQ and sleeps on the
   // channel up to `max_wait` first. Negative on a CQ error.
   int poll(std::span<transport::Wc> out, Nanos max_wait);
+  [[nodiscard]] bool events() const { return channel_.has_value(); }  // -e
+  // An empty turn of a wait on memory (write_lat): yields the CPU, every turn with -e, every
+  // kPollsPerYield-th busy polling (as an empty poll() does).
+  void idle_turn();
   transport::Status post_recv_slot(int q, uint64_t k, uint32_t length);
 
  private:

@@ -169,7 +169,16 @@ bool Device::progress() {
   // request must not wait behind a receive call.
   bool worked = posts_waiting_.exchange(false) && flush_tx();
   worked = io_pass(true) || worked;
+  // Packets the socket would not take now (a full send buffer): the next pass retries them.
+  const bool tx_left = tx_count_ != 0;
   io.unlock();
+  if (tx_left && !app_driving()) {
+    // No poll of this application is coming soon to retry them, and a progress thread asleep
+    // in wait() computed its wait before they were left: without this it would sleep on
+    // readability alone (up to max_sleep) instead of waiting for room to send them.
+    kicked_.store(true);
+    if (sleeping_.load()) io_->wake();
+  }
   // A thread asleep in wait() while the application drives would stay asleep (the
   // application's passes drain the sockets it waits on) until its timeout: wake it so it
   // parks, and posts can wait for the application's polls (ring_doorbell). Telemetry

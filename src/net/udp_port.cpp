@@ -942,7 +942,10 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
   if (gro_next_ == gro_entries_) {
     gro_entries_ = gro_next_ = gro_offset_ = 0;
     const size_t want = std::min(out.size(), kGroEntries);
-    for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.get() + e * kGroBytes, kGroBytes);
+    if (rx_dirty_ != 0 || rx_gro_ready_ < want) {
+      for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.get() + e * kGroBytes, kGroBytes);
+      rx_gro_ready_ = want;
+    }
     const int rc = recv_prepared(want);
     if (rc <= 0) {
       note_recv_error(rc);
@@ -993,6 +996,7 @@ size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
       continue;
     }
     std::memcpy(d.buf.data(), st.bytes.data(), st.bytes.size());
+    d.in_port = false;
     d.len = st.bytes.size();
     d.ip = st.meta.ip;
     d.tos = st.meta.tos;
@@ -1008,11 +1012,12 @@ size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
 size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
   const size_t want = std::min(out.size(), kMaxBurst);
   if (want == 0) return 0;
-  for (RxDatagram& d : out.first(want)) d.in_port = false;
+  // Every path below sets in_port of each entry it returns (an empty poll touches none).
   if (!stash_.empty()) {
     if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
   }
   if (gro_) return recv_burst_gro(out.first(want));
+  rx_gro_ready_ = 0;
   for (size_t i = 0; i < want; ++i) prepare_rx(i, out[i].buf.data(), out[i].buf.size());
   const int rc = recv_prepared(want);
   if (rc <= 0) {
@@ -1051,6 +1056,7 @@ size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
       k.ttl = d.ttl;
       k.ifindex = d.ifindex;
     }
+    out[kept].in_port = false;
     ++kept;
   }
   repair_after(misdelivered, unowned);

@@ -340,6 +340,9 @@ class UdpPort {
   std::array<sockaddr_storage, kMaxBurst> rx_names_{};
   std::array<CmsgBuf, kMaxBurst> rx_cmsgs_{};
   size_t rx_dirty_ = kMaxBurst;
+  // Entries [0, rx_gro_ready_) point at the GRO area and no recvmmsg has filled them since:
+  // an empty poll of a GRO port then prepares nothing at all.
+  size_t rx_gro_ready_ = 0;
   // GSO: each message m of a sendmmsg covers datagrams [msg_first_[m], +msg_count_[m]).
   bool gso_ = false;                     // config.gso and the kernel has UDP_SEGMENT
   std::unordered_set<int> gso_refused_;  // sockets whose egress refused GSO (EIO)
