@@ -276,8 +276,9 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
       // The poll above drove the device (a poll of an empty CQ runs a pass) and, busy
       // polling, yielded now and then.
       if (write && n == 0 && ctx.events()) ctx.idle_turn();
-      // The side channel every kChannelCheck, the clock every 32nd turn (a read is ~30 ns).
-      if ((++turns & 31) == 0 && Clock::now() - last_check > kChannelCheck) {
+      // The side channel every kChannelCheck; busy polling, the clock every 32nd turn (a
+      // read is ~30 ns), with -e every turn (a turn may sleep up to kEventWait).
+      if (((++turns & 31) == 0 || ctx.events()) && Clock::now() - last_check > kChannelCheck) {
         last_check = Clock::now();
         if (!poll_channel(sock, st)) return false;
         if (st.end_seen) return true;

@@ -144,8 +144,9 @@ bool UdpPacketIo::full_look_due() {
   // Passes alone would make a ping-pong pay a ppoll every few messages (the full look was
   // a fifth of the system calls of `uroce perf send_lat` on lo, about 0.7 us one way): a
   // socket that stays quiet is asked less and less often, down to once per kQuietLookMost.
-  // That bounds what its first datagram waits while the application drives the device and
-  // another socket is busy; the progress thread's wait() watches every socket otherwise.
+  // That bounds what its first datagram waits while passes run back to back (the device
+  // busy with another socket, or an application busy-polling it); the progress thread asleep
+  // in wait() watches every socket.
   return rx_quiet_interval_ == Nanos::zero() ||
          std::chrono::steady_clock::now() - rx_last_full_look_ >= rx_quiet_interval_;
 }
