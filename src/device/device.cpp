@@ -371,15 +371,8 @@ Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
     idle = ring && engine_.send_queue_empty(qpn);
     return engine_.post_send(t, qpn, wr);
   }();
-  // A lone WR on a QP with nothing outstanding is what a ping-pong posts: it leaves now, not
-  // at the next poll (batching would gain it nothing and cost the poll's own work first).
-  // Posts to a QP with WRs in flight, and WR lists, wait for the poll (ring_doorbell_at).
-  if (idle && st) {
-    kick();
-  } else if (ring || !st) {
-    // A failed WR ends its list: what the list posted before it must still go out.
-    ring_doorbell_at(t);
-  }
+  // A failed WR ends its list: what the list posted before it must still go out.
+  if (ring || !st) ring_doorbell_at(t, idle && st);
   return st;
 }
 

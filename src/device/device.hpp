@@ -108,7 +108,7 @@ class Device {
   // After posting: sends now if the I/O is free, else wakes the progress thread; while a
   // busy-polling application drives the device (ProgressOptions::batch_posts), leaves the
   // WQEs to its next poll instead.
-  void ring_doorbell() { ring_doorbell_at(now()); }
+  void ring_doorbell() { ring_doorbell_at(now(), false); }
   Status post_recv(uint32_t qpn, const transport::RecvWr& wr);
   Status post_srq_recv(SrqId srq, const transport::RecvWr& wr);
   int poll_cq(CqId cq, std::span<transport::Wc> out);  // count or -EINVAL
@@ -190,9 +190,12 @@ class Device {
   void end_app_driving();  // the application is about to block: the thread takes over
   bool app_driving() const { return app_driving_at(now()); }
   bool app_driving_at(TimePoint t) const;  // an application pass within app_handoff of t
-  void ring_doorbell_at(TimePoint t);      // ring_doorbell with the time the caller read
-  void park();    // progress thread: sleep while app_driving(), or until unparked
-  void unpark();  // any thread: end park() now (stop_ or the handoff changed)
+  // ring_doorbell with the time the caller read; lone_on_idle_qp: the post was one WR on a
+  // QP with nothing outstanding (it is not batched).
+  void ring_doorbell_at(TimePoint t, bool lone_on_idle_qp);
+  void hand_to_thread();  // work this thread leaves: the progress thread must not sleep on it
+  void park();            // progress thread: sleep while app_driving(), or until unparked
+  void unpark();          // any thread: end park() now (stop_ or the handoff changed)
 
   const PortInfo* port(uint8_t port_num) const;
 

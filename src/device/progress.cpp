@@ -172,13 +172,9 @@ bool Device::progress() {
   // Packets the socket would not take now (a full send buffer): the next pass retries them.
   const bool tx_left = tx_count_ != 0;
   io.unlock();
-  if (tx_left && !app_driving()) {
-    // No poll of this application is coming soon to retry them, and a progress thread asleep
-    // in wait() computed its wait before they were left: without this it would sleep on
-    // readability alone (up to max_sleep) instead of waiting for room to send them.
-    kicked_.store(true);
-    if (sleeping_.load()) io_->wake();
-  }
+  // No poll of this application is coming soon to retry them: without this a thread asleep
+  // on readability alone would leave them until its timeout (up to max_sleep).
+  if (tx_left && !app_driving()) hand_to_thread();
   // A thread asleep in wait() while the application drives would stay asleep (the
   // application's passes drain the sockets it waits on) until its timeout: wake it so it
   // parks, and posts can wait for the application's polls (ring_doorbell). Telemetry
@@ -241,13 +237,16 @@ void Device::unpark() {
   park_cv_.notify_one();
 }
 
-void Device::ring_doorbell_at(TimePoint t) {
+void Device::ring_doorbell_at(TimePoint t, bool lone_on_idle_qp) {
   // While a busy-polling application drives the device, a post only marks its WQEs: the
   // application's next poll sends every WQE posted since, in one sendmmsg with its runs
   // merged by GSO, as a NIC fetches a burst of WQEs per doorbell. If no poll comes, the
   // progress thread takes over when app_handoff runs out: a parked thread wakes by itself
   // then, one asleep in wait() is woken now to park (or, the handoff over, to send).
-  if (config_.progress.batch_posts && config_.progress.app_calls_drive && app_driving_at(t)) {
+  // A lone WR on a QP with nothing outstanding (a ping-pong's request or reply) has nothing
+  // to be batched with: waiting would only put the poll's own work before it.
+  if (config_.progress.batch_posts && config_.progress.app_calls_drive && !lone_on_idle_qp &&
+      app_driving_at(t)) {
     posts_waiting_.store(true);
     if (sleeping_.load()) io_->wake();
     return;
@@ -269,6 +268,12 @@ void Device::kick() {
       }
     }
   }
+  hand_to_thread();
+}
+
+void Device::hand_to_thread() {
+  // kicked_ keeps a thread about to sleep from sleeping; one asleep in wait() computed its
+  // wait (readable only, or writable too) before this work was left, so it is woken.
   kicked_.store(true);
   if (sleeping_.load()) io_->wake();
 }

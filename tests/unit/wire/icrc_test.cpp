@@ -223,14 +223,15 @@ TEST(Icrc, CachedHeaderStateAgreesWithThePseudoHeaderForEveryContextLengthAndByt
   }
 }
 
-// Contexts that differ only where the cache slot is not chosen (the IPv4 ID, DF, the IPv6
-// flag with the same address bytes) share a slot; each must still get its own ICRC.
+// A span of fewer than 4 bytes holds no ICRC: icrc_mismatch must not call it right (0).
 TEST(Icrc, ASpanTooShortForAnIcrcIsNeverRight) {
   const uint8_t three[] = {0, 0, 0};
   EXPECT_NE(icrc_mismatch(v4_ctx(), three), 0u);
   EXPECT_NE(icrc_mismatch(v4_ctx(), {}), 0u);
 }
 
+// Contexts that differ only where the cache slot is not chosen (the IPv4 ID, DF, the IPv6
+// flag with the same address bytes) share a slot; each must still get its own ICRC.
 TEST(Icrc, ContextsSharingACacheSlotKeepTheirOwnIcrc) {
   std::mt19937_64 rng(10);
   const auto roce = sample_packet(rng, 256);
