@@ -43,6 +43,7 @@ std::optional<OpenOptions> OpenOptions::from_env(std::string& error) {
   if (env->spin_us) o.progress.spin = std::chrono::microseconds(*env->spin_us);
   if (env->handoff_us) o.progress.app_handoff = std::chrono::microseconds(*env->handoff_us);
   if (env->batch_posts) o.progress.batch_posts = *env->batch_posts;
+  if (!env->progress_cpus.empty()) o.progress.cpus = env->progress_cpus;
   return o;
 }
 

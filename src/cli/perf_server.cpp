@@ -229,6 +229,15 @@ bool serve_receiver(PerfContext& ctx, OobSocket& sock, uint64_t size, ServerSize
   }
 }
 
+void repost_receives(PerfContext& ctx, uint64_t& count, ServerSize& st) {
+  for (; count > 0; --count) {
+    if (!ctx.post_recv_slot(0, 0, static_cast<uint32_t>(ctx.setup().slot_size))) {
+      st.fail("couldn't post receive");
+      return;
+    }
+  }
+}
+
 // write_lat / send_lat: wait for ping `it`, check it, send pong `it`.
 bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t size,
                     ServerSize& st) {
@@ -241,6 +250,10 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
   uint64_t pongs_posted = 0;
   uint64_t pongs_done = 0;
   uint64_t pings = 0;  // receive completions seen (send_lat)
+  // Receives used by pings go back once the pong has left (the ping's sender waits for it),
+  // when another receive stays posted meanwhile (-r 1 reposts at once).
+  const bool repost_late = s.rx_depth > 1;
+  uint64_t reposts = 0;
   uint32_t turns = 0;
   for (uint64_t it = 0; it < iters && st.ok; ++it) {
     auto last_check = Clock::now();
@@ -262,9 +275,8 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
             st.fail(
                 fmt::format("ping {} is {} bytes, expected {}", it, wc.byte_len, size + offset));
           }
-          if (!ctx.post_recv_slot(0, 0, static_cast<uint32_t>(s.slot_size))) {
-            st.fail("couldn't post receive");
-          }
+          ++reposts;
+          if (!repost_late) repost_receives(ctx, reposts, st);
         } else {
           ++pongs_done;
         }
@@ -307,6 +319,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
     }
     ++pongs_posted;
     ++st.received;
+    repost_receives(ctx, reposts, st);
   }
   return true;
 }

@@ -21,6 +21,7 @@ enum class EnvKind : uint8_t {
   kList,      // comma-separated names
   kAddr,      // one IPv4 or IPv6 address
   kAddrList,  // comma-separated IPv4/IPv6 addresses
+  kCpuList,   // CPU numbers and ranges, taskset -c style: 2 or 0-3,6
 };
 
 struct EnvVar {

@@ -53,7 +53,45 @@ bool is_ib_mtu(uint64_t v) {
   return v == 256 || v == 512 || v == 1024 || v == 2048 || v == 4096;
 }
 
+// A decimal CPU number below kMaxCpu, the whole of `text`.
+std::optional<int> cpu_number(std::string_view text) {
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  int v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v >= kMaxCpu) return std::nullopt;
+  return v;
+}
+
 }  // namespace
+
+std::optional<std::vector<int>> parse_cpu_list_var(std::string_view name, std::string_view value,
+                                                   std::string& error) {
+  std::vector<bool> seen(kMaxCpu, false);
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(',', start);
+    if (end == std::string_view::npos) end = value.size();
+    const std::string_view item = value.substr(start, end - start);
+    const size_t dash = item.find('-');
+    const auto first = cpu_number(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : cpu_number(item.substr(dash + 1));
+    if (!first || !last || *last < *first) {
+      error = assignment(name, value) + " is not a CPU list (CPU numbers 0 .. " +
+              std::to_string(kMaxCpu - 1) + " and ranges, like 2 or 0-3,6)";
+      return std::nullopt;
+    }
+    for (int c = *first; c <= *last; ++c) seen[static_cast<size_t>(c)] = true;
+    start = end + 1;
+  }
+  std::vector<int> cpus;
+  for (int c = 0; c < kMaxCpu; ++c) {
+    if (seen[static_cast<size_t>(c)]) cpus.push_back(c);
+  }
+  return cpus;
+}
 
 std::optional<uint64_t> parse_uint_var(std::string_view name, std::string_view value,
                                        std::string& error) {
@@ -158,6 +196,11 @@ std::optional<HostOptions> HostOptions::from_env(std::string& error, const Geten
     auto batch = parse_bool_var("UROCE_BATCH_POSTS", *v, error);
     if (!batch) return std::nullopt;
     o.batch_posts = *batch;
+  }
+  if (auto v = value("UROCE_PROGRESS_CPUS")) {
+    auto cpus = parse_cpu_list_var("UROCE_PROGRESS_CPUS", *v, error);
+    if (!cpus) return std::nullopt;
+    o.progress_cpus = std::move(*cpus);
   }
   if (auto v = value("UROCE_PEER")) {
     if (!is_address(std::string(*v))) {

@@ -27,6 +27,7 @@ struct HostOptions {
   std::optional<uint32_t> spin_us;        // UROCE_SPIN_US
   std::optional<uint32_t> handoff_us;     // UROCE_HANDOFF_US
   std::optional<bool> batch_posts;        // UROCE_BATCH_POSTS
+  std::vector<int> progress_cpus;         // UROCE_PROGRESS_CPUS, ascending, no repeats
   std::optional<std::string> peer;        // UROCE_PEER, a valid address text
   bool quiet = false;                     // UROCE_QUIET
 
@@ -44,6 +45,13 @@ struct HostOptions {
                                                      std::string& error);
 [[nodiscard]] std::optional<bool> parse_bool_var(std::string_view name, std::string_view value,
                                                  std::string& error);
+
+// A CPU list as taskset -c takes it ("2", "0-3,6"): ascending CPU numbers without repeats,
+// each below kMaxCpu. Syntax only: whether this process may run on them is for the caller.
+inline constexpr int kMaxCpu = 1024;  // CPU_SETSIZE
+[[nodiscard]] std::optional<std::vector<int>> parse_cpu_list_var(std::string_view name,
+                                                                 std::string_view value,
+                                                                 std::string& error);
 
 // Reads a 0/1 variable of the table with `fallback` when unset or empty; a malformed value
 // sets `error` and returns `fallback`.

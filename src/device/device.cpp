@@ -469,11 +469,13 @@ void Device::ack_cq_events(CqId cq, uint32_t count) {
 // does.
 int Device::cm_capable(bool on) {
   std::lock_guard lock(io_mu_);
+  observe_held_rx();
   return io_->cm_capable(on);
 }
 
 int Device::cm_listen(uint64_t service_id, bool on) {
   std::lock_guard lock(io_mu_);
+  observe_held_rx();
   return io_->cm_listen(service_id, on);
 }
 

@@ -183,6 +183,11 @@ class Device {
   // Sends held ACKs now (takes io_mu_): a program that destroys its QP or closes the device
   // right after its last completion must not leave its peer waiting for them.
   void flush_held_acks();
+  // With io_mu_ held: hands the packets an application pass received to the observer
+  // (capture, RTT), if it has not had them yet. The pass leaves them for later so that its
+  // program's reply goes out first: the next send (after its sendmmsg, before the observer
+  // sees what it sent), the next pass, or any other use of the I/O.
+  void observe_held_rx();
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
   // Busy-polling handoff (ProgressOptions::app_handoff).
@@ -221,6 +226,8 @@ class Device {
   std::vector<uint8_t> held_storage_;
   std::vector<transport::TxSlot> held_;  // kMaxHeldAcks slots
   size_t held_count_ = 0;                // held_[0, held_count_) wait to be sent
+  size_t rx_unobserved_ = 0;             // rx_[0, rx_unobserved_) not yet seen by the observer
+  TimePoint rx_unobserved_at_{};         // when they were received (the pass's time)
 
   // Guarded by engine_mu_.
   std::unordered_map<uint32_t, PinnedRange> pinned_;  // by lkey

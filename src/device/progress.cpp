@@ -21,6 +21,9 @@
 // running a ping-pong between two processes then has two busy threads, not four fighting
 // for the cores and for io_mu_. The thread takes over again app_handoff after the last such
 // pass, or at once when the application arms a CQ (it is about to block).
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 
 #include "device/device.hpp"
@@ -32,7 +35,7 @@ namespace uroce::device {
 
 size_t Device::fill_tx_locked(TimePoint now) {
   if (tx_count_ != 0 || !engine_.has_tx()) return 0;
-  for (auto& slot : tx_) slot.len = 0;
+  // The engine sets len and meta of every slot it fills; the others are never read.
   tx_head_ = 0;
   tx_count_ = engine_.poll_tx(now, std::span<transport::TxSlot>(tx_));
   return tx_count_;
@@ -70,6 +73,7 @@ size_t Device::send_pending(bool with_held) {
   if (tx_count_ == 0) return 0;
   const size_t sent =
       io_->tx_burst(std::span<const transport::TxSlot>(tx_.data() + tx_head_, tx_count_));
+  observe_held_rx();  // what came in goes to the observer before what went out
   if (config_.observer && sent > 0) {
     config_.observer->on_tx(now(), std::span<const transport::TxSlot>(tx_.data() + tx_head_, sent));
   }
@@ -103,7 +107,14 @@ void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
   }
 }
 
+void Device::observe_held_rx() {
+  if (rx_unobserved_ == 0) return;
+  config_.observer->on_rx(rx_unobserved_at_, std::span<const RxPacket>(rx_.data(), rx_unobserved_));
+  rx_unobserved_ = 0;
+}
+
 bool Device::io_pass(bool app_pass) {
+  observe_held_rx();  // before rx_burst reuses the buffers
   bool worked = send_pending() > 0;
   const size_t n_rx = io_->rx_burst(std::span<RxPacket>(rx_));
   size_t n_events = 0;
@@ -124,9 +135,12 @@ bool Device::io_pass(bool app_pass) {
     if (fill_tx_locked(t) > 0) worked = true;
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
   }
-  // The received packets go to telemetry (capture, RTT) before anything this pass built.
+  // The received packets go to telemetry (capture, RTT) before anything this pass built;
+  // after the reply of a busy-polling program, which its next call sends (observe_held_rx).
   if (config_.observer && n_rx > 0) {
-    config_.observer->on_rx(t, std::span<const RxPacket>(rx_.data(), n_rx));
+    rx_unobserved_ = n_rx;
+    rx_unobserved_at_ = t;
+    if (!app_pass) observe_held_rx();
   }
   if (app_pass && app_driving_at(t) && hold_acks()) {
     worked = true;
@@ -167,7 +181,11 @@ bool Device::progress() {
   if (!io.owns_lock()) return false;
   // WQEs posted since the last pass leave before this pass reads the sockets: a ping-pong's
   // request must not wait behind a receive call.
-  bool worked = posts_waiting_.exchange(false) && flush_tx();
+  // Read first: an exchange is a locked instruction on every poll of a busy-polling program.
+  // A post that sets the flag after this read is built by this pass all the same (its WQEs
+  // are in the engine) or by the next one (the flag stays set).
+  bool worked = posts_waiting_.load(std::memory_order_relaxed) && posts_waiting_.exchange(false) &&
+                flush_tx();
   worked = io_pass(true) || worked;
   // Packets the socket would not take now (a full send buffer): the next pass retries them.
   const bool tx_left = tx_count_ != 0;
@@ -187,19 +205,24 @@ bool Device::progress() {
 void Device::flush_held_acks() {
   std::lock_guard io(io_mu_);
   send_pending(true);
+  observe_held_rx();
 }
 
 bool Device::flush_sends() {
   std::lock_guard io(io_mu_);
   flush_tx();
   send_pending(true);
+  observe_held_rx();
   std::lock_guard lock(engine_mu_);
   return tx_count_ == 0 && held_count_ == 0 && !engine_.has_tx();
 }
 
 void Device::note_app_drove() {
   if (config_.progress.app_handoff <= Nanos::zero()) return;
-  app_polls_since_arm_.fetch_add(1, std::memory_order_relaxed);
+  // Counted up to kBusyPolls only (all app_driving_at asks): no locked add on every poll.
+  if (app_polls_since_arm_.load(std::memory_order_relaxed) < kBusyPolls) {
+    app_polls_since_arm_.fetch_add(1, std::memory_order_relaxed);
+  }
   app_drove_ns_.store(now().count(), std::memory_order_relaxed);
 }
 
@@ -279,6 +302,16 @@ void Device::hand_to_thread() {
 }
 
 void Device::progress_loop() {
+  // Named so that top -H, ps -L and taskset -p can tell it from the application's threads.
+  pthread_setname_np(pthread_self(), "uroce-progress");
+  if (!config_.progress.cpus.empty()) {
+    // open_udp_device checked the CPUs against the process's mask; should one have gone
+    // offline since, the thread keeps the affinity it inherited.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const int c : config_.progress.cpus) CPU_SET(c, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
   TimePoint last_work = now();
   TimePoint last_maintain = now();
   while (!stop_.load()) {
@@ -288,6 +321,7 @@ void Device::progress_loop() {
       // (kernel drop count, a shared port's group) going at a slow pace.
       if (now() - last_maintain >= std::chrono::milliseconds(100)) {
         std::lock_guard io(io_mu_);
+        observe_held_rx();  // maintenance may rewrite the ports the buffers point into
         io_->maintain();
         last_maintain = now();
       }
@@ -327,6 +361,7 @@ void Device::progress_loop() {
         // Under io_mu_: an application thread's progress() may be in rx_burst on the same
         // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
         std::lock_guard io(io_mu_);
+        observe_held_rx();  // maintenance may rewrite the ports the buffers point into
         io_->maintain();
         last_maintain = now();
       }

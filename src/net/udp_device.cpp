@@ -1,6 +1,7 @@
 #include "net/udp_device.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
@@ -168,7 +169,9 @@ void UdpPacketIo::wake_if_pending() {
   // an application thread runs this pass needs the eventfd.
   bool pending = false;
   for (auto& p : ports_) pending = pending || p->has_pending();
-  rx_pending_.store(pending);
+  // A store only when it changes: a sequentially consistent store is a locked instruction,
+  // and an empty poll of a busy-polling program runs this every pass.
+  if (pending != rx_pending_.load(std::memory_order_relaxed)) rx_pending_.store(pending);
   if (pending && in_wait_.load()) wake();
 }
 
@@ -323,6 +326,36 @@ struct BindTarget {
   uint32_t scope_id = 0;
 };
 
+// "" if the progress thread may run on every CPU of `cpus` (ProgressOptions::cpus), else the
+// one-line reason: the process's own mask (taskset, cgroup cpusets) bounds what a thread
+// of it can be given, and a CPU outside it would leave the thread where it started.
+std::string check_progress_cpus(const std::vector<int>& cpus) {
+  if (cpus.empty()) return {};
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    return std::string("UROCE_PROGRESS_CPUS: cannot read this process's CPU affinity: ") +
+           std::strerror(errno);
+  }
+  std::string mask;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &allowed)) ++last;
+    mask += (mask.empty() ? "" : ",") + std::to_string(c) +
+            (last > c ? "-" + std::to_string(last) : "");
+    c = last;
+  }
+  for (const int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
+      return "UROCE_PROGRESS_CPUS: CPU " + std::to_string(c) +
+             " is not one this process may run on (" + mask +
+             "); name CPUs from that list, or widen the process's affinity (taskset)";
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 NetResult<std::vector<HostDevice>> discover_host_devices(const std::vector<std::string>& netdevs) {
@@ -356,6 +389,7 @@ bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options
   if (env.spin_us) options.progress.spin = std::chrono::microseconds(*env.spin_us);
   if (env.handoff_us) options.progress.app_handoff = std::chrono::microseconds(*env.handoff_us);
   if (env.batch_posts) options.progress.batch_posts = *env.batch_posts;
+  if (!env.progress_cpus.empty()) options.progress.cpus = env.progress_cpus;
   return true;
 }
 
@@ -426,6 +460,9 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     }
   }
 
+  if (std::string cpus_error = check_progress_cpus(options.progress.cpus); !cpus_error.empty()) {
+    return NetError{EINVAL, cpus_error};
+  }
   std::string gso_error;
   const bool gso = config::env_flag("UROCE_GSO", options.gso, gso_error);
   if (!gso_error.empty()) return NetError{EINVAL, gso_error};

@@ -6,8 +6,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <sched.h>
+
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "device_integration_util.hpp"
 
@@ -299,6 +307,73 @@ TEST_F(OpenErrorTest, MtuOverrideMustBeAnIbMtu) {
   PortAttr port;
   ASSERT_TRUE(ok.value().query_port(1, port));
   EXPECT_EQ(port.active_mtu, Mtu::k1024);
+}
+
+// The Cpus_allowed_list line of /proc/<path>/status ("0-1", say).
+std::string cpus_allowed(const std::filesystem::path& status_file) {
+  std::ifstream status(status_file);
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("Cpus_allowed_list:")) {
+      return line.substr(line.find_first_not_of(" \t", 18));
+    }
+  }
+  return {};
+}
+
+// The Cpus_allowed_list of each thread of this process named uroce-progress, once there are
+// `count` of them with `want` (a thread names and pins itself as it starts), or after 5 s.
+std::vector<std::string> progress_thread_cpus(size_t count, const std::string& want) {
+  std::vector<std::string> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    out.clear();
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "uroce-progress") {
+        out.push_back(cpus_allowed(task.path() / "status"));
+      }
+    }
+    if (out == std::vector<std::string>(count, want) ||
+        std::chrono::steady_clock::now() > deadline) {
+      return out;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST_F(OpenErrorTest, TheProgressThreadRunsOnTheCpusItIsGiven) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) last = c;
+  }
+  ASSERT_GE(last, 0);
+  ASSERT_FALSE(CPU_ISSET(1023, &allowed)) << "a host with 1024 CPUs: pick another";
+  OpenOptions o = loopback_options(port_, registry_.path());
+  {
+    // Without a list: named, on the CPUs of the thread that opened the device.
+    auto inherited = Device::open(o);
+    ASSERT_TRUE(inherited.is_ok()) << inherited.error().message;
+    const std::string mine = cpus_allowed("/proc/thread-self/status");
+    EXPECT_EQ(progress_thread_cpus(1, mine), std::vector<std::string>{mine});
+  }
+  o.progress.cpus = {last};
+  {
+    auto pinned = Device::open(o);
+    ASSERT_TRUE(pinned.is_ok()) << pinned.error().message;
+    const std::string want = std::to_string(last);
+    EXPECT_EQ(progress_thread_cpus(1, want), std::vector<std::string>{want});
+  }
+  o.progress.cpus = {last, 1023};
+  auto refused = Device::open(o);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.error().code, EINVAL);
+  EXPECT_NE(refused.error().message.find(
+                "UROCE_PROGRESS_CPUS: CPU 1023 is not one this process may run on ("),
+            std::string::npos)
+      << refused.error().message;
 }
 
 TEST_F(OpenErrorTest, UnknownNetdev) {

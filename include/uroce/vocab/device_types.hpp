@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "uroce/vocab/time.hpp"
 #include "uroce/vocab/verbs_types.hpp"
@@ -108,6 +109,10 @@ struct ProgressOptions {
   // two polls leaves at the next poll, in one system call with GSO runs, as a NIC fetches
   // the WQEs of a doorbell in one go. False: every post sends at once when the I/O is free.
   bool batch_posts = true;
+  // The CPUs the progress thread may run on (UROCE_PROGRESS_CPUS); empty: the affinity of
+  // the thread that created the device. Opening a device fails (EINVAL) if one of them is
+  // not in this process's affinity mask.
+  std::vector<int> cpus;
 };
 
 }  // namespace uroce::device

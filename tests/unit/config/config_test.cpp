@@ -78,6 +78,22 @@ TEST(HostOptions, GoodValues) {
   EXPECT_EQ(options_of({{"UROCE_HANDOFF_US", "250"}}).handoff_us, 250u);
   EXPECT_EQ(options_of({{"UROCE_BATCH_POSTS", "0"}}).batch_posts, false);
   EXPECT_EQ(options_of({{"UROCE_BATCH_POSTS", "1"}}).batch_posts, true);
+  EXPECT_EQ(options_of({{"UROCE_PROGRESS_CPUS", "1"}}).progress_cpus, std::vector<int>{1});
+  EXPECT_EQ(options_of({{"UROCE_PROGRESS_CPUS", "6,0-3"}}).progress_cpus,
+            (std::vector<int>{0, 1, 2, 3, 6}));
+  EXPECT_EQ(options_of({{"UROCE_PROGRESS_CPUS", "3,3,2-3,1023"}}).progress_cpus,
+            (std::vector<int>{2, 3, 1023}));
+  EXPECT_TRUE(options_of({}).progress_cpus.empty());
+}
+
+TEST(HostOptions, AProgressCpuListIsWhatTasksetTakes) {
+  for (const char* bad : {"a", "1-", "-1", "3-1", "1,,2", "1,", " 1", "1 ", "1024", "0-1024", "0x1",
+                          "1.5", "2--3", "99999"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(error_of({{"UROCE_PROGRESS_CPUS", bad}}),
+              std::string("UROCE_PROGRESS_CPUS=") + bad +
+                  " is not a CPU list (CPU numbers 0 .. 1023 and ranges, like 2 or 0-3,6)");
+  }
 }
 
 TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {

@@ -113,7 +113,8 @@ class AttachedIo final : public device::PacketIo {
 
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
                                                  bool progress_thread, Nanos app_handoff,
-                                                 bool app_calls_drive) {
+                                                 bool app_calls_drive,
+                                                 std::shared_ptr<device::DeviceObserver> observer) {
   device::DeviceConfig cfg;
   cfg.name = "fake" + std::to_string(n);
   cfg.node_guid = device::node_guid_from_mac({0x02, 0, 0, 0, 0, n});
@@ -136,6 +137,7 @@ std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint
   cfg.progress.thread = progress_thread;
   cfg.progress.app_calls_drive = app_calls_drive;
   if (app_handoff >= Nanos::zero()) cfg.progress.app_handoff = app_handoff;
+  cfg.observer = std::move(observer);
   return std::make_shared<device::Device>(cfg, std::make_unique<AttachedIo>(wire, fake_gid(n)));
 }
 

@@ -75,10 +75,11 @@ device::Gid fake_gid(uint8_t n);
 // empty} on port 1, QPNs from qpn_base.
 // app_handoff: ProgressOptions::app_handoff (how long the progress thread stays parked after
 // the application's busy polls); negative: the default. app_calls_drive: whether posts and
-// polls move packets themselves (ProgressOptions::app_calls_drive).
-std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
-                                                 bool progress_thread = true,
-                                                 Nanos app_handoff = Nanos(-1),
-                                                 bool app_calls_drive = true);
+// polls move packets themselves (ProgressOptions::app_calls_drive). observer: telemetry's
+// view of the device (DeviceConfig::observer).
+std::shared_ptr<device::Device> make_fake_device(
+    FakeWire& wire, uint8_t n, uint32_t qpn_base, bool progress_thread = true,
+    Nanos app_handoff = Nanos(-1), bool app_calls_drive = true,
+    std::shared_ptr<device::DeviceObserver> observer = nullptr);
 
 }  // namespace uroce::test
