@@ -28,21 +28,6 @@ void connect_pair(QueuePair& qa, QueuePair& qb) {
   ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, fake_gid(1)}, opt));
 }
 
-void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
-  const Sge sge = side.mr.sge(offset, 8);
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = std::span<const Sge>(&sge, 1);
-  ASSERT_TRUE(qp.post_send(wr));
-}
-
-void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
-  const Sge sge = side.mr.sge(offset, 64);
-  ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
-}
-
 // How one side of an RcPair runs (make_fake_device's options).
 struct DeviceSpec {
   bool thread = true;         // a progress thread

@@ -60,6 +60,23 @@ inline Wc wait_wc(CompletionQueue& cq,
   return wc;
 }
 
+// A signaled 8-byte SEND of `side`'s buffer at `offset`.
+inline void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
+  const Sge sge = side.mr.sge(offset, 8);
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  ASSERT_TRUE(qp.post_send(wr));
+}
+
+// A 64-byte receive into `side`'s buffer at `offset`.
+inline void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
+  const Sge sge = side.mr.sge(offset, 64);
+  ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
+}
+
 class DevicePairTest : public ::testing::Test {
  protected:
   DevicePairTest()

@@ -62,21 +62,6 @@ std::string tx(uint8_t opcode) {
   return "tx " + std::to_string(opcode);
 }
 
-void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
-  const Sge sge = side.mr.sge(offset, 8);
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = std::span<const Sge>(&sge, 1);
-  ASSERT_TRUE(qp.post_send(wr));
-}
-
-void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
-  const Sge sge = side.mr.sge(offset, 64);
-  ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
-}
-
 // B is a busy-polling program (its progress thread stays parked for the whole test: 10 s
 // handoff) with a recording observer; A pings it, and B's own poll receives the ping.
 class ObserverOrderTest : public ::testing::Test {
