@@ -51,6 +51,12 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
   for (size_t i = 0; i < kMaxHeldAcks; ++i) {
     held_[i].buf = std::span<uint8_t>(held_storage_.data() + i * kHeldAckBytes, kHeldAckBytes);
   }
+  // A handoff shorter than kTimerParkMin would have the polls push the timer (a system call)
+  // every few microseconds: the thread then waits on park_cv_ as before.
+  if (config_.progress.thread && config_.progress.app_handoff >= kTimerParkMin) {
+    park_timer_ = std::make_unique<ParkTimer>();
+    if (!park_timer_->ok()) park_timer_.reset();  // out of descriptors: park_cv_ serves
+  }
   if (config_.progress.thread) thread_ = std::thread([this] { progress_loop(); });
 }
 

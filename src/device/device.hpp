@@ -34,6 +34,7 @@
 #include "device/event_queue.hpp"
 #include "device/observer.hpp"
 #include "device/packet_io.hpp"
+#include "device/park_timer.hpp"
 #include "transport/engine.hpp"
 
 namespace uroce::device {
@@ -191,7 +192,11 @@ class Device {
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
   // Busy-polling handoff (ProgressOptions::app_handoff).
-  void note_app_drove();   // an application thread polled (it may not have got the I/O)
+  // An application thread polled (it may not have got the I/O); returns the time it read.
+  TimePoint note_app_drove();
+  // After an application pass at `t` (idle_poll: it found nothing): keeps the parked
+  // thread's timer a handoff ahead (park_timer.hpp).
+  void push_park_timer(TimePoint t, bool idle_poll);
   void end_app_driving();  // the application is about to block: the thread takes over
   bool app_driving() const { return app_driving_at(now()); }
   bool app_driving_at(TimePoint t) const;  // an application pass within app_handoff of t
@@ -247,7 +252,8 @@ class Device {
   // post_send left its WQEs for the application's next poll (ring_doorbell).
   std::atomic<bool> posts_waiting_{false};
   // Busy-polling handoff: the time (Device::now() ns) of the last application-driven pass,
-  // 0 after end_app_driving(); the parked thread sleeps on park_cv_.
+  // 0 after end_app_driving(); the parked thread sleeps on park_timer_ (park_cv_ if it
+  // could not be had), which the application's polls push forward while parked_.
   std::atomic<int64_t> app_drove_ns_{0};
   // Application-driven passes since the last req_notify_cq: an event-driven program polls
   // once or twice between arming its CQ, a busy-polling one thousands of times. Parking
@@ -256,6 +262,12 @@ class Device {
   std::atomic<uint32_t> app_polls_since_arm_{0};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
+  std::unique_ptr<ParkTimer> park_timer_;  // with a progress thread and a handoff
+  std::atomic<bool> parked_{false};
+  // How long one park() sleeps at most: the parked thread still runs the ports'
+  // housekeeping (progress_loop) at this pace.
+  static constexpr Nanos kParkLongest = std::chrono::milliseconds(100);
+  static constexpr Nanos kTimerParkMin = std::chrono::microseconds(100);
   std::thread thread_;
 };
 

@@ -176,7 +176,7 @@ bool Device::flush_tx() {
 bool Device::progress() {
   // A poll counts as the application's even when another thread has the I/O this instant:
   // the progress thread may be that other thread, finishing the pass before it parks.
-  note_app_drove();
+  const TimePoint t = note_app_drove();
   std::unique_lock io(io_mu_, std::try_to_lock);
   if (!io.owns_lock()) return false;
   // WQEs posted since the last pass leave before this pass reads the sockets: a ping-pong's
@@ -190,6 +190,7 @@ bool Device::progress() {
   // Packets the socket would not take now (a full send buffer): the next pass retries them.
   const bool tx_left = tx_count_ != 0;
   io.unlock();
+  push_park_timer(t, !worked);
   // No poll of this application is coming soon to retry them: without this a thread asleep
   // on readability alone would leave them until its timeout (up to max_sleep).
   if (tx_left && !app_driving()) hand_to_thread();
@@ -217,13 +218,30 @@ bool Device::flush_sends() {
   return tx_count_ == 0 && held_count_ == 0 && !engine_.has_tx();
 }
 
-void Device::note_app_drove() {
-  if (config_.progress.app_handoff <= Nanos::zero()) return;
+TimePoint Device::note_app_drove() {
+  if (config_.progress.app_handoff <= Nanos::zero()) return TimePoint{};
   // Counted up to kBusyPolls only (all app_driving_at asks): no locked add on every poll.
   if (app_polls_since_arm_.load(std::memory_order_relaxed) < kBusyPolls) {
     app_polls_since_arm_.fetch_add(1, std::memory_order_relaxed);
   }
-  app_drove_ns_.store(now().count(), std::memory_order_relaxed);
+  const TimePoint t = now();
+  app_drove_ns_.store(t.count(), std::memory_order_relaxed);
+  return t;
+}
+
+void Device::push_park_timer(TimePoint t, bool idle_poll) {
+  // The parked thread's timer must not fire while polls keep coming: push it a whole
+  // handoff ahead once it is within half a handoff, from a poll that found nothing (the
+  // program is waiting anyway, so the system call is not in a message's way), or within a
+  // quarter from any poll (a program whose every poll has work). A system call every half
+  // handoff here instead of a context switch every handoff there. A push missed (the thread
+  // parks just after this read) only lets the timer fire: the thread finds the polls still
+  // coming and sleeps on.
+  if (!park_timer_ || !parked_.load(std::memory_order_relaxed)) return;
+  const Nanos handoff = config_.progress.app_handoff;
+  if (park_timer_->fires_at() - t < (idle_poll ? handoff / 2 : handoff / 4)) {
+    park_timer_->fire_at(t + handoff);
+  }
 }
 
 void Device::end_app_driving() {
@@ -242,6 +260,19 @@ bool Device::app_driving_at(TimePoint t) const {
 }
 
 void Device::park() {
+  if (park_timer_) {
+    // One sleep per call, at most kParkLongest (progress_loop's housekeeping runs between);
+    // the timer fires a handoff after the last application pass unless the polls push it.
+    parked_.store(true);
+    if (!stop_.load() && app_driving()) {
+      const TimePoint due =
+          TimePoint(app_drove_ns_.load(std::memory_order_relaxed)) + config_.progress.app_handoff;
+      if (park_timer_->fires_at() < due) park_timer_->fire_at(due);
+      park_timer_->sleep(kParkLongest);
+    }
+    parked_.store(false);
+    return;
+  }
   std::unique_lock lock(park_mu_);
   while (!stop_.load() && app_driving()) {
     const Nanos left =
@@ -252,6 +283,7 @@ void Device::park() {
 }
 
 void Device::unpark() {
+  if (park_timer_) park_timer_->wake();
   {
     // Under park_mu_: the thread checks its condition and waits with it held, so this
     // notification cannot fall between its check and its wait.

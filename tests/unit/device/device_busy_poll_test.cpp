@@ -9,6 +9,9 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "device_fixture.hpp"
@@ -324,6 +327,47 @@ TEST(FlushSends, PostedWorkLeavesWithoutAProgressThreadOrAPass) {
   EXPECT_EQ(r.wr_id, 2u);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(b.buf.data() + 4096, "bye.....", 8), 0);
+}
+
+// The voluntary context switches of this process's one thread named uroce-progress (-1 if
+// there is not exactly one).
+int64_t progress_thread_switches() {
+  int64_t found = -1;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "uroce-progress") continue;
+    ++threads;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("voluntary_ctxt_switches:")) found = std::stoll(line.substr(24));
+    }
+  }
+  return threads == 1 ? found : -1;
+}
+
+// While the application keeps polling, its parked progress thread sleeps: it does not wake
+// once per handoff to find the polls still coming (each such wake takes a core from a
+// busy-polling thread on a small host). It wakes for the ports' housekeeping, every 100 ms.
+TEST(BusyPollParking, TheParkedThreadSleepsWhileTheApplicationKeepsPolling) {
+  FakeWire wire;
+  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::milliseconds(20)));
+  busy_poll(b);  // parked from here
+  std::this_thread::sleep_for(1ms);
+  Wc wc;
+  ASSERT_EQ(b.cq.poll(std::span<Wc>(&wc, 1)), 0);
+  const int64_t before = progress_thread_switches();
+  ASSERT_GE(before, 0);
+  // 600 ms of polls (never 10 ms apart): a thread woken every 20 ms handoff would switch
+  // about 30 times.
+  const auto end = std::chrono::steady_clock::now() + 600ms;
+  while (std::chrono::steady_clock::now() < end) {
+    ASSERT_EQ(b.cq.poll(std::span<Wc>(&wc, 1)), 0);
+    std::this_thread::sleep_for(100us);
+  }
+  const int64_t woke = progress_thread_switches() - before;
+  EXPECT_LE(woke, 12) << "the parked thread woke " << woke << " times in 600 ms";
 }
 
 }  // namespace
