@@ -17,10 +17,11 @@
 //
 // Busy-polling handoff (ProgressOptions::app_handoff): when an application thread keeps
 // calling poll_cq on an empty CQ, its passes move the packets and the progress thread parks
-// on a condition variable instead of spinning or waking on every datagram. A 2-core host
-// running a ping-pong between two processes then has two busy threads, not four fighting
-// for the cores and for io_mu_. The thread takes over again app_handoff after the last such
-// pass, or at once when the application arms a CQ (it is about to block).
+// (park_timer.hpp: a timer the polls push forward, so it does not wake while they keep
+// coming) instead of spinning or waking on every datagram. A 2-core host running a
+// ping-pong between two processes then has two busy threads, not four fighting for the
+// cores and for io_mu_. The thread takes over again app_handoff after the last such pass,
+// or at once when the application arms a CQ (it is about to block).
 #include <pthread.h>
 #include <sched.h>
 
