@@ -93,6 +93,18 @@ std::optional<std::vector<int>> parse_cpu_list_var(std::string_view name, std::s
   return cpus;
 }
 
+std::string format_cpu_list(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t last = i;
+    while (last + 1 < cpus.size() && cpus[last + 1] == cpus[last] + 1) ++last;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) +
+           (last > i ? "-" + std::to_string(cpus[last]) : "");
+    i = last + 1;
+  }
+  return out;
+}
+
 std::optional<uint64_t> parse_uint_var(std::string_view name, std::string_view value,
                                        std::string& error) {
   const EnvVar* var = find_env_var(name);

@@ -52,6 +52,8 @@ inline constexpr int kMaxCpu = 1024;  // CPU_SETSIZE
 [[nodiscard]] std::optional<std::vector<int>> parse_cpu_list_var(std::string_view name,
                                                                  std::string_view value,
                                                                  std::string& error);
+// The list back in that syntax, runs as ranges ({0, 1, 2, 5} -> "0-2,5"); `cpus` ascending.
+[[nodiscard]] std::string format_cpu_list(const std::vector<int>& cpus);
 
 // Reads a 0/1 variable of the table with `fallback` when unset or empty; a malformed value
 // sets `error` and returns `fallback`.

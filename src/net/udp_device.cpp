@@ -337,19 +337,14 @@ std::string check_progress_cpus(const std::vector<int>& cpus) {
     return std::string("UROCE_PROGRESS_CPUS: cannot read this process's CPU affinity: ") +
            std::strerror(errno);
   }
-  std::string mask;
+  std::vector<int> mask;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &allowed)) continue;
-    int last = c;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &allowed)) ++last;
-    mask += (mask.empty() ? "" : ",") + std::to_string(c) +
-            (last > c ? "-" + std::to_string(last) : "");
-    c = last;
+    if (CPU_ISSET(c, &allowed)) mask.push_back(c);
   }
   for (const int c : cpus) {
     if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
       return "UROCE_PROGRESS_CPUS: CPU " + std::to_string(c) +
-             " is not one this process may run on (" + mask +
+             " is not one this process may run on (" + config::format_cpu_list(mask) +
              "); name CPUs from that list, or widen the process's affinity (taskset)";
     }
   }

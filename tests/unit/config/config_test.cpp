@@ -96,6 +96,19 @@ TEST(HostOptions, AProgressCpuListIsWhatTasksetTakes) {
   }
 }
 
+TEST(HostOptions, ACpuListFormatsAsItParses) {
+  EXPECT_EQ(config::format_cpu_list({}), "");
+  EXPECT_EQ(config::format_cpu_list({3}), "3");
+  EXPECT_EQ(config::format_cpu_list({0, 1, 2, 5}), "0-2,5");
+  EXPECT_EQ(config::format_cpu_list({0, 2, 3, 4, 7, 8, 1023}), "0,2-4,7-8,1023");
+  for (const char* text : {"0", "0-3,6", "1,3,5-9,11-12"}) {
+    std::string error;
+    const auto cpus = config::parse_cpu_list_var("UROCE_PROGRESS_CPUS", text, error);
+    ASSERT_TRUE(cpus.has_value()) << error;
+    EXPECT_EQ(config::format_cpu_list(*cpus), text);
+  }
+}
+
 TEST(HostOptions, EachBadValueNamesTheVariableTheValueAndTheRange) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
       {{{"UROCE_UDP_PORT", "123abc"}}, "UROCE_UDP_PORT=123abc is not a UDP port (1 .. 65535)"},
