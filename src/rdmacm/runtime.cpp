@@ -458,10 +458,19 @@ void Runtime::poll_device(CmDevice& dev) {
 }
 
 void Runtime::drain(CmDevice& dev) {
+  // Until both queues are empty: handling an event may queue a MAD (a REQ rdma_cm refuses
+  // is answered REJ 28 from on_request), and nothing else would send it before the next
+  // wake-up, which may be the peer's resend seconds later.
   cm::OutMad out;
-  while (dev.agent->poll_out(out)) send_mad(dev, out);
   cm::CmEvent e;
-  while (dev.agent->poll_event(e)) on_event(dev, e);
+  for (bool more = true; more;) {
+    while (dev.agent->poll_out(out)) send_mad(dev, out);
+    more = false;
+    while (dev.agent->poll_event(e)) {
+      on_event(dev, e);
+      more = true;
+    }
+  }
   if (std::this_thread::get_id() != thread_.get_id()) eventfd_write(wake_fd_, 1);
 }
 

@@ -148,6 +148,13 @@ TEST_F(RdmacmFlood, RequestsAreAnsweredGarbageIsDroppedAndTheServerStillServes) 
   collect(rejs, 1000, 500ms);  // late answers to the probes above
   rejs.clear();
 
+  // One refused REQ alone, nothing after it: its REJ 28 comes by itself, not with the
+  // answer to whatever the peer sends next.
+  send_mad(req(listened, 0x18000, /*good_header=*/false));
+  collect(rejs, 1, 1000ms);
+  ASSERT_EQ(rejs[28], 1) << "no REJ 28 within 1 s for a lone REQ rdma_cm refuses";
+  rejs.clear();
+
   constexpr int kRounds = 40;
   constexpr int kPerRound = 50;  // paced, so no socket buffer drops anything
   uint32_t comm_id = 0x20000;
