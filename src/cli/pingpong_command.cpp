@@ -307,6 +307,14 @@ int run_pingpong(PingpongOptions& o) {
   }
   pp.size = o.size.value_or(pp.ud ? 2048 : 4096);
   pp.rx_depth = o.rx_depth;
+  // No port has an MTU above 4096: say so now rather than after waiting for the peer (the
+  // device, and so its own MTU, is only known once the side channel is up).
+  if (pp.ud && pp.size > kLargestUdMessage) {
+    return fail(fmt::format(
+        "Requested size larger than the largest port MTU ({0}); a UD message is one packet: "
+        "use -s {0} or less",
+        kLargestUdMessage));
+  }
   const bool server = o.host.empty();
 
   std::string error;

@@ -125,7 +125,7 @@ ConnectOptions cli_connect_options(const GidChoice& gid, uint32_t access) {
 }
 
 uint32_t ud_max_message(const device::Device& dev) {
-  uint32_t mtu = 4096;
+  uint32_t mtu = kLargestUdMessage;
   for (const device::PortInfo& p : dev.ports()) {
     mtu = std::min(mtu, transport::mtu_bytes(p.active_mtu));
   }

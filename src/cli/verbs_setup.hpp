@@ -88,6 +88,7 @@ class RegisteredBuffer {
 // The largest UD message the device sends: the smallest active MTU of its ports (the device
 // has one engine-wide UD MTU, so lo's 4096 does not help while eth0 carries 1024).
 [[nodiscard]] uint32_t ud_max_message(const device::Device& dev);
+inline constexpr uint32_t kLargestUdMessage = 4096;  // the largest IB MTU: any device's bound
 
 // Random 24-bit PSN like lrand48() & 0xffffff in the examples.
 [[nodiscard]] uint32_t random_psn();

@@ -68,11 +68,23 @@ INSTANTIATE_TEST_SUITE_P(
                       PingpongCase{"rc_events", {"-e", "-s", "64", "-c"}, "50", 1}),
     [](const ::testing::TestParamInfo<PingpongCase>& info) { return info.param.name; });
 
+// Larger than any port's MTU: refused at once, before waiting for a peer (there is none).
 TEST(CliPingpong, UdTooLargeIsOneLine) {
-  Process p({"pingpong", "--transport", "ud", "-s", "8192", "-p", std::to_string(next_port()),
-             "127.0.0.1", "--timeout", "20"},
-            next_port());
-  EXPECT_EQ(p.wait(seconds(30)), 1);
+  for (const bool server : {false, true}) {
+    SCOPED_TRACE(server ? "server" : "client");
+    std::vector<std::string> args = {
+        "pingpong",  "--transport", "ud", "-s", "8192", "-p", std::to_string(next_port()),
+        "--timeout", "20"};
+    if (!server) args.push_back("127.0.0.1");
+    Process p(args, next_port());
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(p.wait(seconds(30)), 1);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10)) << "it waited for a peer";
+    EXPECT_EQ(p.err(),
+              "uroce pingpong: Requested size larger than the largest port MTU (4096); a UD "
+              "message is one packet: use -s 4096 or less\n");
+    EXPECT_EQ(p.out(), "");
+  }
 }
 
 }  // namespace
