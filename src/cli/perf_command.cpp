@@ -162,7 +162,8 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
 }
 
 int run_client(PerfOptions& o) {
-  std::string error;
+  std::string error = check_cli_environment();
+  if (!error.empty()) return failure(error);
   // A refused connection is retried only within --timeout (the server may still be starting).
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return failure(error);
@@ -311,7 +312,8 @@ int run_client(PerfOptions& o) {
 }
 
 int run_server(PerfOptions& o) {
-  std::string error;
+  std::string error = check_cli_environment();
+  if (!error.empty()) return failure(error);
   // A named device (-d) opens before the wait for a client, so a wrong name fails at once and
   // --metrics/--capture work from the start; without one, the device is the one the client
   // reaches us on, known only once it connects.

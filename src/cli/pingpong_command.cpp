@@ -317,7 +317,8 @@ int run_pingpong(PingpongOptions& o) {
   }
   const bool server = o.host.empty();
 
-  std::string error;
+  std::string error = check_cli_environment();
+  if (!error.empty()) return fail(error);
   std::unique_ptr<OobSocket> sock =
       server ? OobSocket::accept_one(o.port, std::nullopt, error)
              : OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);

@@ -18,6 +18,15 @@ constexpr size_t kPageSize = 4096;
 
 }  // namespace
 
+std::string check_cli_environment() {
+  std::string error;
+  auto env = config::HostOptions::from_env(error);
+  if (!env) return error;
+  net::UdpDeviceOptions options;
+  if (!net::apply_env_options(*env, options, error)) return error;
+  return {};
+}
+
 std::unique_ptr<device::Device> open_cli_device(const std::string& name,
                                                 const std::optional<net::IpAddr>& reach_via,
                                                 std::string& error, const net::CcOverride& cc) {

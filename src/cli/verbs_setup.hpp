@@ -25,6 +25,11 @@ namespace uroce::cli {
 // QKEY of rdma-core's ud_pingpong, also used by `uroce perf -c UD`.
 inline constexpr uint32_t kPingpongQkey = 0x11111111;
 
+// "" when the environment's device options (docs/configuration.md) are good, else the one
+// line open_cli_device would fail with: for commands that wait for a peer before they open
+// their device, so a bad variable is named at once rather than after the wait.
+[[nodiscard]] std::string check_cli_environment();
+
 // Opens the device `name` ("uroce_<netdev>"; "uroce0" is a deprecated alias of the first).
 // Without a name: the device one of whose GIDs is `reach_via` (the local address of the TCP
 // side channel, which is the address the peer reaches us on), else the first device in list

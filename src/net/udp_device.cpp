@@ -385,6 +385,12 @@ bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options
   if (env.handoff_us) options.progress.app_handoff = std::chrono::microseconds(*env.handoff_us);
   if (env.batch_posts) options.progress.batch_posts = *env.batch_posts;
   if (!env.progress_cpus.empty()) options.progress.cpus = env.progress_cpus;
+  // Checked here too (open_udp_device checks whatever options it is given): a program can
+  // then refuse a CPU list before it waits for a peer.
+  if (std::string cpus_error = check_progress_cpus(env.progress_cpus); !cpus_error.empty()) {
+    error = std::move(cpus_error);
+    return false;
+  }
   return true;
 }
 

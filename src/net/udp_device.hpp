@@ -136,7 +136,8 @@ struct UdpDeviceOptions {
     const std::vector<std::string>& netdevs);
 
 // Applies the environment's device options (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_DEVICE_ADDR,
-// UROCE_MTU, UROCE_SPIN_US) to `options`; false with `error` set when one is malformed.
+// UROCE_MTU, UROCE_SPIN_US, UROCE_PROGRESS_CPUS, ...) to `options`; false with `error` set
+// when one is malformed, or names a CPU this process may not run on.
 [[nodiscard]] bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options,
                                      std::string& error);
 

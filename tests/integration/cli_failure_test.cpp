@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -69,6 +70,41 @@ TEST(CliFailure, RefusedConnectionIsReportedAtOnceWithItsCause) {
     EXPECT_LT(Clock::now() - t0, 2s) << cmd;
     EXPECT_EQ(cli.err(), "uroce " + std::string(cmd) + ": connection refused by 127.0.0.1:" +
                              std::to_string(tcp) + ": is the server running?\n");
+  }
+}
+
+// A variable the device would refuse is named before the wait for a peer (none comes), as
+// client and as server; so is a CPU outside the process's affinity (taskset -c 0 here).
+TEST(CliFailure, ABadEnvironmentIsNamedBeforeWaitingForAPeer) {
+  const uint16_t tcp = closed_tcp_port();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"abc",
+       "UROCE_PROGRESS_CPUS=abc is not a CPU list (CPU numbers 0 .. 1023 and ranges, like "
+       "2 or 0-3,6)"},
+      {"1",
+       "UROCE_PROGRESS_CPUS: CPU 1 is not one this process may run on (0); name CPUs from "
+       "that list, or widen the process's affinity (taskset)"}};
+  for (const auto& [value, message] : cases) {
+    for (const char* cmd : {"perf", "pingpong"}) {
+      for (const bool client : {true, false}) {
+        SCOPED_TRACE(std::string(cmd) + (client ? " client " : " server ") + value);
+        std::vector<std::string> args = {cmd};
+        if (std::string(cmd) == "perf") args.push_back("write_bw");
+        if (client) args.push_back("127.0.0.1");
+        args.insert(args.end(), {"-p", std::to_string(tcp), "--timeout", "20"});
+        const auto t0 = Clock::now();
+        Process p(args, next_port(), [&value] {
+          setenv("UROCE_PROGRESS_CPUS", value.c_str(), 1);
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(0, &one);
+          (void)sched_setaffinity(0, sizeof one, &one);
+        });
+        EXPECT_EQ(p.wait(30s), 1) << p.err();
+        EXPECT_LT(Clock::now() - t0, 5s) << "it waited for a peer";
+        EXPECT_EQ(p.err(), "uroce " + std::string(cmd) + ": " + message + "\n");
+      }
+    }
   }
 }
 
