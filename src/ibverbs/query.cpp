@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ibverbs/gid_hint.hpp"
 #include "ibverbs/objects.hpp"
 
 using namespace uroce;
@@ -74,9 +75,17 @@ void fill_port_attr(const device::PortAttr& p, ibv_port_attr& out) {
   out.link_layer = p.link_layer;
 }
 
+// A GID query's status, explained on stderr when the index is past the port's table.
+transport::Status query_gid_explained(const device::Device& dev, uint8_t port_num, uint32_t index,
+                                      device::Gid& gid) {
+  transport::Status st = dev.query_gid(port_num, index, gid);
+  if (!st && st.code() == EINVAL) explain_missing_gid(dev, port_num, index);  // "" if no port
+  return st;
+}
+
 int fill_gid_entry(device::Device& dev, uint8_t port_num, uint32_t index, ibv_gid_entry& e) {
   device::Gid gid{};
-  transport::Status st = dev.query_gid(port_num, index, gid);
+  transport::Status st = query_gid_explained(dev, port_num, index, gid);
   if (!st) return st.code();
   std::memset(&e, 0, sizeof e);
   std::memcpy(e.gid.raw, gid.data(), gid.size());
@@ -156,7 +165,8 @@ int(ibv_query_port)(ibv_context* context, uint8_t port_num, _compat_ibv_port_att
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   if (context == nullptr || gid == nullptr || index < 0) return fail_minus1(EINVAL);
   device::Gid g{};
-  transport::Status st = dev_of(context).query_gid(port_num, static_cast<uint32_t>(index), g);
+  transport::Status st =
+      query_gid_explained(dev_of(context), port_num, static_cast<uint32_t>(index), g);
   if (!st && st.code() != ENODATA) {
     errno = st.code();
     return -1;
@@ -202,7 +212,7 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
   if (context == nullptr || type == nullptr) return fail_minus1(EINVAL);
   device::Gid g{};
-  transport::Status st = dev_of(context).query_gid(port_num, index, g);
+  transport::Status st = query_gid_explained(dev_of(context), port_num, index, g);
   if (!st && st.code() != ENODATA) {
     errno = st.code();
     return -1;

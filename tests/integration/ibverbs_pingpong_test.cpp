@@ -41,6 +41,29 @@ TEST_P(IbverbsPingpong, BothSidesCompleteTheExchange) {
   }
 }
 
+// A GID index past the table: the program says only "can't read sgid of index 7"; the drop-in
+// adds, once, which GIDs there are and which one is IPv4. UROCE_QUIET=1 keeps stderr as is.
+TEST(IbverbsGidIndex, AMissingIndexIsExplainedOnceWithTheTable) {
+  ASSERT_TRUE(have_program(lib_dir() + "/libibverbs.so.1")) << "build uroce_ibverbs first";
+  if (!have_program("/usr/bin/ibv_rc_pingpong")) GTEST_SKIP() << "ibverbs-utils not installed";
+  for (const bool quiet : {false, true}) {
+    ToolEnv env;
+    env.vars["UROCE_NETDEVS"] = "lo";
+    if (quiet) env.vars["UROCE_QUIET"] = "1";
+    // Client side: the GID is read before any connection, so no server is needed.
+    Process p(
+        {"ibv_rc_pingpong", "-g", "7", "-p", std::to_string(test::reserve_port()), "127.0.0.1"},
+        env);
+    const ProcResult r = p.wait(30s);
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const std::string hint =
+        "uroce: GID index 7 does not exist on uroce_lo port 1 (its GIDs: 0 = ::1, 1 = "
+        "127.0.0.1); RoCE v2 over IPv4 is index 1 (ibv_*_pingpong -g 1, perftest -x 1)\n";
+    EXPECT_EQ(r.output, (quiet ? "" : hint) + "can't read sgid of index 7\n");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Debian, IbverbsPingpong,
                          ::testing::Values(PingpongCase{"ibv_rc_pingpong", {}, "rc"},
                                            PingpongCase{"ibv_rc_pingpong", {"-e"}, "rc_events"},
