@@ -5,11 +5,11 @@
 // describing uroce's devices (exec_view.hpp, exec_mounts.hpp). The host sees no change.
 //
 // uroce exec stays as the program's parent: it refreshes each device's hw_counters files
-// every kCounterRefreshMs from the counter segments uroce's devices publish (the program's and
-// any other process's in this network namespace, held open so a process that exits leaves
-// its last counts: telemetry::SegmentFollower), passes SIGTERM and SIGHUP on, and exits with
-// the program's status (128 + N when a signal N ended it, as a shell reports it). A process that
-// starts and ends between two refreshes is not counted.
+// every kCounterRefreshMs, and as soon as a new one appears, from the counter segments uroce's
+// devices publish (the program's and any other process's in this network namespace, held open
+// so a process that exits leaves its last counts: telemetry::SegmentFollower), passes SIGTERM
+// and SIGHUP on, and exits with the program's status (128 + N when a signal N ended it, as a
+// shell reports it).
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -93,8 +94,12 @@ int wait_for(pid_t child, const std::vector<net::HostDevice>& devices) {
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
   for (;;) {
     if (pidfd >= 0) {
-      pollfd p{pidfd, POLLIN, 0};
-      if (poll(&p, 1, kCounterRefreshMs) == 0) {
+      // A new segment is read at once: a process that lives less than a refresh interval
+      // (a short ibv_rc_pingpong) is held from its start, and its counts survive its exit.
+      std::array<pollfd, 2> p{pollfd{pidfd, POLLIN, 0},
+                              pollfd{segments.new_segments_fd(), POLLIN, 0}};
+      const int n = poll(p.data(), p[1].fd >= 0 ? 2 : 1, kCounterRefreshMs);
+      if (n == 0 || (n > 0 && p[0].revents == 0)) {
         refresh_counters(devices, segments);
         continue;
       }

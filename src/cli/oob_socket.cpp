@@ -20,6 +20,7 @@ namespace uroce::cli {
 namespace {
 
 constexpr auto kConnectRetry = std::chrono::milliseconds(100);
+constexpr auto kWatchdogMargin = std::chrono::milliseconds(250);
 
 // Milliseconds left for poll(): -1 for no deadline, 0 once it has passed.
 int poll_timeout_ms(Deadline deadline) {
@@ -36,6 +37,26 @@ bool wait_readable(int fd, Deadline deadline) {
     if (n > 0) return true;
     if (n == 0) return false;
     if (errno != EINTR) return false;
+  }
+}
+
+// connect() that gives up at `deadline` (ETIMEDOUT) instead of after the kernel's SYN
+// retries (about two minutes). 0 or errno.
+int connect_until(int fd, const sockaddr* addr, socklen_t len, Deadline deadline) {
+  if (deadline) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  if (::connect(fd, addr, len) == 0) return 0;
+  if (errno != EINPROGRESS) return errno;
+  for (;;) {
+    pollfd p{fd, POLLOUT, 0};
+    const int n = ::poll(&p, 1, poll_timeout_ms(deadline));
+    if (n == 0) return ETIMEDOUT;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    int err = 0;
+    socklen_t err_len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+    if (err == 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return err;
   }
 }
 
@@ -127,16 +148,20 @@ std::unique_ptr<OobSocket> OobSocket::connect_to(const std::string& host, uint16
     error = fmt::format("{} for {}:{}", gai_strerror(rc), host, port);
     return nullptr;
   }
+  // A host that does not answer is reported in the command's words before its --timeout
+  // watchdog (armed at the command's start, so earlier than this deadline) says only
+  // "timed out".
+  if (deadline) *deadline -= kWatchdogMargin;
   int last_errno = 0;
   for (;;) {
     for (addrinfo* t = res; t != nullptr; t = t->ai_next) {
       const int fd = ::socket(t->ai_family, t->ai_socktype | SOCK_CLOEXEC, t->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, t->ai_addr, t->ai_addrlen) == 0) {
+      last_errno = connect_until(fd, t->ai_addr, t->ai_addrlen, deadline);
+      if (last_errno == 0) {
         ::freeaddrinfo(res);
         return std::unique_ptr<OobSocket>(new OobSocket(fd));
       }
-      last_errno = errno;
       ::close(fd);
     }
     // Only a server that is not listening yet is worth waiting for.

@@ -101,6 +101,12 @@ std::string connect_error_text(const std::string& host, uint16_t port, int err) 
           "TCP {}",
           host, port, port);
     case EHOSTUNREACH:
+      // On a local subnet this is mostly a host that does not answer ARP / neighbour
+      // discovery (down, or the wrong address), not a missing route.
+      return fmt::format(
+          "cannot reach {} ({}): is the host up and the address right? (`ip neigh show {}` "
+          "says whether it answered ARP, `ip route get {}` which way it goes)",
+          host, std::strerror(err), host, host);
     case ENETUNREACH:
       return fmt::format("no route to {} ({}): check the address and `ip route get {}`", host,
                          std::strerror(err), host);

@@ -164,10 +164,16 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
 int run_client(PerfOptions& o) {
   std::string error = check_cli_environment();
   if (!error.empty()) return failure(error);
+  // As the server: a named device opens first, so a wrong name fails before the connection.
+  std::unique_ptr<device::Device> dev;
+  if (!o.device.empty()) {
+    dev = open_cli_device(o.device, std::nullopt, error, o.cc.resolved);
+    if (!dev) return failure(error);
+  }
   // A refused connection is retried only within --timeout (the server may still be starting).
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return failure(error);
-  auto dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
+  if (!dev) dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
   if (!dev) return failure(error);
   const auto peer = greet_as_client(*sock, error);
   if (!peer) return failure(error);

@@ -319,12 +319,17 @@ int run_pingpong(PingpongOptions& o) {
 
   std::string error = check_cli_environment();
   if (!error.empty()) return fail(error);
+  // A named device opens first, so a wrong name fails before the wait for the peer.
+  if (!o.device.empty()) {
+    pp.dev = open_cli_device(o.device, std::nullopt, error, o.cc.resolved);
+    if (!pp.dev) return fail(error);
+  }
   std::unique_ptr<OobSocket> sock =
       server ? OobSocket::accept_one(o.port, std::nullopt, error)
              : OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
   if (!sock) return fail(error);
   // After the side channel: without -d, the device is the one the peer reaches us on.
-  pp.dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
+  if (!pp.dev) pp.dev = open_cli_device(o.device, sock->local_address(), error, o.cc.resolved);
   if (!pp.dev) return fail(error);
   if (pp.ud) {
     const uint32_t mtu = ud_max_message(*pp.dev);

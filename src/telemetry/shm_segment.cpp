@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -355,13 +356,28 @@ bool process_exists(long pid) {
 
 }  // namespace
 
+SegmentFollower::SegmentFollower() {
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ >= 0 && inotify_add_watch(inotify_fd_, shm_dir().c_str(), IN_CREATE) < 0) {
+    close(inotify_fd_);
+    inotify_fd_ = -1;
+  }
+}
+
 SegmentFollower::~SegmentFollower() {
   for (Held& h : held_) {
     if (h.fd >= 0) close(h.fd);
   }
+  if (inotify_fd_ >= 0) close(inotify_fd_);
 }
 
 std::vector<DeviceSnapshot> SegmentFollower::poll() {
+  if (inotify_fd_ >= 0) {
+    // What was created is read from the directory below; the events only woke the caller.
+    alignas(inotify_event) char events[4096];
+    while (read(inotify_fd_, events, sizeof events) > 0) {
+    }
+  }
   const std::string dir = shm_dir();
   for (const SegmentFile& f : list_segment_files(dir)) {
     if (!f.ours || !process_exists(f.pid)) continue;

@@ -72,15 +72,22 @@ struct ReadOptions {
 // counted before it exited (`uroce exec`'s hw_counters files): each segment is held open from
 // the first poll() that sees it, so after its process exits and unlinks it, one last read
 // through the open file gets its final counters, which poll() then keeps returning.
+// A process could start and end between two polls; new_segments_fd() (inotify on shm_dir())
+// becomes readable when a segment is created, so a reader that polls on it too holds every
+// segment from its first moments.
 class SegmentFollower {
  public:
-  SegmentFollower() = default;
+  SegmentFollower();
   ~SegmentFollower();
   SegmentFollower(const SegmentFollower&) = delete;
   SegmentFollower& operator=(const SegmentFollower&) = delete;
 
   // The latest counters of every segment seen so far, live or ended, in the order first seen.
+  // Drains new_segments_fd().
   std::vector<DeviceSnapshot> poll();
+  // Readable when a file was created in shm_dir() since the last poll(); -1 without inotify
+  // (then only the caller's own pace finds new segments).
+  [[nodiscard]] int new_segments_fd() const { return inotify_fd_; }
 
  private:
   struct Held {
@@ -90,6 +97,7 @@ class SegmentFollower {
     std::optional<DeviceSnapshot> last;
   };
   std::vector<Held> held_;
+  int inotify_fd_ = -1;
 };
 
 // One segment by path; nullopt (and *error) when it cannot be read consistently.

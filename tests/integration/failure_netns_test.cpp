@@ -230,6 +230,41 @@ TEST_F(FailureNetnsTest, FirewallDropOfTheUdpPortIsNamedOnBothSides) {
       << srv.both();
 }
 
+// The side channel itself: an address on the subnet that nobody answers (ARP fails after
+// about 3 s) and a firewall in B that drops the TCP port. Each is named in the command's
+// own words within --timeout, not only "timed out" when the watchdog ends the wait.
+TEST_F(FailureNetnsTest, ASideChannelNobodyAnswersIsNamedBeforeTheTimeout) {
+  if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
+  const std::string nobody = addr_b_.substr(0, addr_b_.rfind('.')) + ".77";
+  {
+    const auto t0 = Clock::now();
+    NsProcess cli(a_, env(), uroce({"perf", "write_bw", nobody, "-p", tcp_, "--timeout", "8"}));
+    EXPECT_EQ(cli.wait(20s), 1) << cli.both();
+    EXPECT_LT(Clock::now() - t0, 7s);
+    EXPECT_EQ(cli.err(), "uroce perf: cannot reach " + nobody +
+                             " (No route to host): is the host up and the address right? (`ip "
+                             "neigh show " +
+                             nobody +
+                             "` says whether it answered ARP, `ip route "
+                             "get " +
+                             nobody + "` which way it goes)\n")
+        << cli.both();
+  }
+  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urfail"));
+  ASSERT_TRUE(sh("ip netns exec " + b_ +
+                 " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(
+      sh("ip netns exec " + b_ + " nft add rule inet urfail input tcp dport " + tcp_ + " drop"));
+  NsProcess srv(b_, env(), uroce({"pingpong", "-p", tcp_, "--timeout", "20"}));
+  // The watchdog would print "uroce pingpong: timed out after 3 s" instead.
+  NsProcess cli(a_, env(), uroce({"pingpong", addr_b_, "-p", tcp_, "--timeout", "3"}));
+  EXPECT_EQ(cli.wait(20s), 1) << cli.both();
+  EXPECT_EQ(cli.err(), "uroce pingpong: no answer from " + addr_b_ + ":" + tcp_ +
+                           " (TCP connect timed out): the host is down or a firewall drops TCP " +
+                           tcp_ + "\n")
+      << cli.both();
+}
+
 // (b), MTU mismatch between the ends: B's veth takes 1500-byte frames, A's 9000. `uroce
 // pingpong -m 4096` (rdma-core's exchange carries no MTU) clamps to B's active MTU 1024
 // there and says so; A keeps 4096, so A's QP rejects B's 1024-byte packets of a 4096-byte

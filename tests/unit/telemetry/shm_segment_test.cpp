@@ -4,6 +4,7 @@
 #include "telemetry/shm_segment.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -191,6 +192,30 @@ TEST_F(ShmTest, FollowerKeepsTheLastCountsOfAnExitedProcess) {
     EXPECT_EQ(seen[0].value("sent_pkts"), 500u);
     EXPECT_EQ(seen[0].value("retry_exceeded_err"), 3u);
   }
+}
+
+// uroce exec polls on new_segments_fd() so that a process shorter than its refresh interval
+// is held from its start: the fd is readable once a segment is created, and not after poll().
+TEST_F(ShmTest, FollowerIsWokenWhenASegmentIsCreated) {
+  SegmentFollower follower;
+  const int fd = follower.new_segments_fd();
+  ASSERT_GE(fd, 0) << "inotify on " << dir_;
+  const auto readable = [fd](int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 1;
+  };
+  EXPECT_FALSE(readable(0));
+  EXPECT_TRUE(follower.poll().empty());
+  auto pub = ShmPublisher::create("uroce_lo", kNames, nullptr);
+  ASSERT_NE(pub, nullptr);
+  EXPECT_TRUE(readable(1000));
+  DeviceSnapshot s = sample();
+  s.values = {7, 6, 0};
+  pub->publish(s);
+  const std::vector<DeviceSnapshot> seen = follower.poll();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].value("sent_pkts"), 7u);
+  EXPECT_FALSE(readable(0)) << "poll() drains the events";
 }
 
 TEST(ShmNameTest, NameCarriesPidNamespaceAndDevice) {
