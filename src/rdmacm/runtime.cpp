@@ -354,8 +354,9 @@ void Runtime::explain_silence(CmDevice& dev) {
                      "the request is resent for 74 s"
                : "no answer from " + ip +
                      " to the connection request: the network answers "
-                     "host unreachable or administratively prohibited (a firewall or route "
-                     "on the way); the request is resent for 74 s");
+                     "host unreachable or administratively prohibited (on this host's subnet: "
+                     "nothing answers ARP for it, is it up and the address right?; else a "
+                     "firewall or route on the way); the request is resent for 74 s");
   }
 }
 

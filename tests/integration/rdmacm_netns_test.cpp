@@ -120,6 +120,29 @@ TEST_F(RdmacmNetns, RpingToAPortNobodyListensOnIsRejectedAtOnce) {
   server.kill_group();
 }
 
+// An address on the subnet that nobody has: the kernel's failed ARP comes back as ICMP host
+// unreachable, and the first resend says so in those words.
+TEST_F(RdmacmNetns, ARequestToAnAddressNobodyHasIsExplainedAtTheFirstResend) {
+  if (!have_program("/usr/bin/rping")) GTEST_SKIP() << "rdmacm-utils not installed";
+  const std::string nobody = hosts_.addr_a.substr(0, hosts_.addr_a.rfind('.')) + ".77";
+  Process client(
+      NetnsPair::in(hosts_.ns_b, {"rping", "-c", "-a", nobody, "-p", std::to_string(hosts_.tcp)}),
+      hosts_.env_b);
+  const std::string want =
+      "uroce rdmacm: no answer from " + nobody +
+      " to the connection request: the network answers host unreachable or administratively "
+      "prohibited (on this host's subnet: nothing answers ARP for it, is it up and the address "
+      "right?; else a firewall or route on the way); the request is resent for 74 s";
+  const auto deadline = Clock::now() + 40s;  // ARP gives up after 3 s, resends every 4.6 s
+  std::string out;
+  while (out.find(want) == std::string::npos && Clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    out = client.read_output();
+  }
+  EXPECT_EQ(count_lines_with(out, want), 1) << out;
+  client.kill_group();
+}
+
 // Nothing runs RoCE v2 on the server host: the REQ is resent for 74 s as on a kernel, but the
 // first resend says why (the ICMP port unreachable its datagrams got).
 TEST_F(RdmacmNetns, ARequestToAHostWithoutRoceIsExplainedAtTheFirstResend) {
