@@ -84,6 +84,15 @@ std::string explain_completion(uint8_t status, const DeviceSnapshot& snap, const
 
 namespace {
 
+// "use -m 1024" in the program's own option (StallEvidence::mtu_option); `fit` 0: unknown.
+std::string use_path_mtu(uint32_t fit, const std::string& option) {
+  if (option.empty()) {
+    return fit != 0 ? fmt::format("set path_mtu to IBV_MTU_{} (ibv_modify_qp)", fit)
+                    : std::string("set a smaller path_mtu (ibv_modify_qp)");
+  }
+  return fit != 0 ? fmt::format("use {} {}", option, fit) : fmt::format("use a smaller {}", option);
+}
+
 bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
   for (int i = 0; i < 10; ++i) {
     if (g[static_cast<size_t>(i)] != 0) return false;
@@ -141,7 +150,7 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
         "the network refused {} packets to {} as too big (ICMP fragmentation needed or EMSGSIZE"
         "{}): path MTU {} does not fit this path — {} or raise the MTU on the path",
         ev.path.too_big, peer, ev.path.mtu != 0 ? fmt::format(", MTU {}", ev.path.mtu) : "",
-        ev.path_mtu, fit != 0 ? fmt::format("use -m {}", fit) : std::string("use a smaller -m"));
+        ev.path_mtu, use_path_mtu(fit, ev.mtu_option));
   }
   if (ev.path.port_unreachable > 0 && rcvd > 0) {
     return fmt::format(
@@ -182,7 +191,7 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
         "but packets over ~{} B get no answer (netdev MTU here {}) — {} or raise the MTU on the "
         "path; {}",
         ev.path_mtu, ev.sizes.largest_unanswered, answered, ev.netdev_mtu,
-        fit != 0 ? fmt::format("use -m {}", fit) : std::string("use a smaller -m"), doctor);
+        use_path_mtu(fit, ev.mtu_option), doctor);
   }
   // The peer still answers, but most of what is sent is sent again: the path drops so much
   // that go-back-N's whole-window resends make (almost) no progress — congestion on a lossy
@@ -204,6 +213,14 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
       "{} answered {} packets before and then stopped: the peer's process is gone, its QP left "
       "RTS, or the path started dropping — {}",
       peer, rcvd, doctor);
+}
+
+std::string path_mtu_option(std::string_view program) {
+  if (program == "qperf") return "-mt";
+  if (program.starts_with("ib_") || program.starts_with("ibv_") || program == "uroce") {
+    return "-m";
+  }
+  return "";
 }
 
 }  // namespace uroce::telemetry

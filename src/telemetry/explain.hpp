@@ -39,7 +39,14 @@ struct StallEvidence {
   PacketSizes sizes;
   device::PathReport path;
   uint64_t rnr_naks = 0;  // RNR NAKs received since the last answer
+  // How the program sets its path MTU: "-m" (perftest, rdma-core's pingpongs, uroce), "-mt"
+  // (qperf, whose -m is the message size); "" when unknown (the fix names ibv_modify_qp's
+  // path_mtu). path_mtu_option() picks it from the program's name.
+  std::string mtu_option = "-m";
 };
+
+// The StallEvidence::mtu_option of the program named `program` (its argv[0] base name).
+[[nodiscard]] std::string path_mtu_option(std::string_view program);
 
 // The cause of a stall and its fix, in this order of certainty:
 //   (c) the source GID's family differs from the peer's address (IPv6 GID to an IPv4 peer)

@@ -1,6 +1,7 @@
 // The stall side of DeviceTelemetry (device_telemetry.hpp): the evidence about a QP whose
 // requests get no answer, the watchdog that warns once per stalled RC QP when the device
 // publishes its counters (never per packet), and the explanations the CLI asks for.
+#include <cerrno>  // program_invocation_short_name
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,7 @@ std::string DeviceTelemetry::mtu_hint(transport::WcStatus status, const StallEvi
 
 StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnapshot& qp) const {
   StallEvidence ev;
+  ev.mtu_option = path_mtu_option(program_invocation_short_name);
   transport::QpAttr attr;
   transport::QpInitAttr init;
   if (dev.query_qp(qp.qpn, attr, init)) {

@@ -119,6 +119,31 @@ TEST(ExplainStallTest, TooBigFromTheNetworkNamesTheMtuThatFits) {
   EXPECT_EQ(ib_mtu_fitting(300), 0u);
 }
 
+// The fix names the option of the program that stalled: qperf's -m is its message size.
+TEST(ExplainStallTest, TheMtuFixUsesTheProgramsOwnOption) {
+  EXPECT_EQ(path_mtu_option("ib_write_bw"), "-m");
+  EXPECT_EQ(path_mtu_option("ibv_rc_pingpong"), "-m");
+  EXPECT_EQ(path_mtu_option("uroce"), "-m");
+  EXPECT_EQ(path_mtu_option("qperf"), "-mt");
+  EXPECT_EQ(path_mtu_option("my_app"), "");
+  Stall s(5);
+  s.ev.path.too_big = 7;
+  s.ev.path.mtu = 1500;
+  const std::string head =
+      "the network refused 7 packets to 10.0.0.2 as too big (ICMP fragmentation needed or "
+      "EMSGSIZE, MTU 1500): path MTU 4096 does not fit this path — ";
+  s.ev.mtu_option = "-mt";
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev), head + "use -mt 1024 or raise the MTU on the path");
+  s.ev.mtu_option = "";
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            head + "set path_mtu to IBV_MTU_1024 (ibv_modify_qp) or raise the MTU on the path");
+  s.ev.path.mtu = 0;  // EMSGSIZE without the MTU: nothing known to fit
+  EXPECT_EQ(explain_stall(s.snap, s.qp, s.ev),
+            "the network refused 7 packets to 10.0.0.2 as too big (ICMP fragmentation needed or "
+            "EMSGSIZE): path MTU 4096 does not fit this path — set a smaller path_mtu "
+            "(ibv_modify_qp) or raise the MTU on the path");
+}
+
 TEST(ExplainStallTest, SmallAnsweredBigNotIsThePathMtu) {
   Stall s(12);
   s.ev.sizes.largest_answered = 1084;
