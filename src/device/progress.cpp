@@ -205,9 +205,16 @@ bool Device::progress() {
 }
 
 void Device::flush_held_acks() {
-  std::lock_guard io(io_mu_);
-  send_pending(true);
-  observe_held_rx();
+  bool left = false;
+  {
+    std::lock_guard io(io_mu_);
+    send_pending(true);
+    observe_held_rx();
+    left = tx_count_ != 0;
+  }
+  // A full socket buffer kept some: the thread, asleep on readability alone, must wait for
+  // writability instead (no application poll may come: this runs from destroy_qp).
+  if (left) hand_to_thread();
 }
 
 bool Device::flush_sends() {
