@@ -120,6 +120,18 @@ TEST_F(RdmacmNetns, RpingToAPortNobodyListensOnIsRejectedAtOnce) {
   server.kill_group();
 }
 
+// The client's output once it contains `want`, or as it is after `limit`.
+std::string output_once_it_says(Process& client, const std::string& want,
+                                std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  std::string out;
+  while (out.find(want) == std::string::npos && Clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    out = client.read_output();
+  }
+  return out;
+}
+
 // An address on the subnet that nobody has: the kernel's failed ARP comes back as ICMP host
 // unreachable, and the first resend says so in those words.
 TEST_F(RdmacmNetns, ARequestToAnAddressNobodyHasIsExplainedAtTheFirstResend) {
@@ -133,12 +145,8 @@ TEST_F(RdmacmNetns, ARequestToAnAddressNobodyHasIsExplainedAtTheFirstResend) {
       " to the connection request: the network answers host unreachable or administratively "
       "prohibited (on this host's subnet: nothing answers ARP for it, is it up and the address "
       "right?; else a firewall or route on the way); the request is resent for 74 s";
-  const auto deadline = Clock::now() + 40s;  // ARP gives up after 3 s, resends every 4.6 s
-  std::string out;
-  while (out.find(want) == std::string::npos && Clock::now() < deadline) {
-    std::this_thread::sleep_for(100ms);
-    out = client.read_output();
-  }
+  // ARP gives up after 3 s, resends every 4.6 s.
+  const std::string out = output_once_it_says(client, want, 40s);
   EXPECT_EQ(count_lines_with(out, want), 1) << out;
   client.kill_group();
 }
@@ -153,12 +161,7 @@ TEST_F(RdmacmNetns, ARequestToAHostWithoutRoceIsExplainedAtTheFirstResend) {
   const std::string want = "uroce rdmacm: no answer from " + hosts_.addr_a +
                            " to the connection request: it answers ICMP port unreachable for "
                            "UDP 4791, so nothing runs RoCE v2 there";
-  const auto deadline = Clock::now() + 30s;  // resends every 4.6 s
-  std::string out;
-  while (out.find(want) == std::string::npos && Clock::now() < deadline) {
-    std::this_thread::sleep_for(100ms);
-    out = client.read_output();
-  }
+  const std::string out = output_once_it_says(client, want, 30s);  // resends every 4.6 s
   EXPECT_EQ(count_lines_with(out, want), 1) << out;
   client.kill_group();
 }
