@@ -163,8 +163,9 @@ void UdpPacketIo::note_full_look(bool quiet_delivered) {
 }
 
 void UdpPacketIo::wake_if_pending() {
-  // The rest of a UDP GRO message that a port read but had no room for is on no socket, so
-  // no poll would see it: wait() must not sleep on it. The progress thread never calls
+  // The rest of a UDP GRO message that a port read but had no room for, and what a shared
+  // port's repair stashed, is on no socket, so no poll would see it: wait() must not sleep
+  // on it. The progress thread never calls
   // wait() right after a pass that read something, so only a thread already in wait() while
   // an application thread runs this pass needs the eventfd.
   bool pending = false;
@@ -220,12 +221,14 @@ int UdpPacketIo::cm_capable(bool on) {
   for (auto& p : ports_) {
     if (int r = p->set_cm_capable(on); r != 0 && rc == 0) rc = r;
   }
+  wake_if_pending();  // a steering change may have stashed datagrams (UdpPort::reconcile)
   return rc;
 }
 
 int UdpPacketIo::cm_listen(uint64_t service_id, bool on) {
   if (!on) {
     for (auto& p : ports_) p->unlisten_service(service_id);
+    wake_if_pending();  // as in cm_capable
     return 0;
   }
   std::vector<UdpPort*> added;
@@ -239,11 +242,16 @@ int UdpPacketIo::cm_listen(uint64_t service_id, bool on) {
     }
     added.push_back(p.get());
   }
+  wake_if_pending();  // as in cm_capable
   return 0;
 }
 
 void UdpPacketIo::maintain() {
   for (auto& p : ports_) p->maintain();
+  // Repairing a shared port's group probes the socket and stashes the datagrams it reads on
+  // the way (UdpPort::reconcile): they are on no socket now, so the wait() that follows must
+  // not sleep on them.
+  wake_if_pending();
 }
 
 // No maintain() here: wait() runs outside the device's I/O lock, while an application
