@@ -18,8 +18,10 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -92,15 +94,24 @@ void refresh_counters(const std::vector<net::HostDevice>& devices,
 int wait_for(pid_t child, const std::vector<net::HostDevice>& devices) {
   telemetry::SegmentFollower segments;
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  auto next_refresh = std::chrono::steady_clock::now();
   for (;;) {
     if (pidfd >= 0) {
       // A new segment is read at once: a process that lives less than a refresh interval
       // (a short ibv_rc_pingpong) is held from its start, and its counts survive its exit.
       std::array<pollfd, 2> p{pollfd{pidfd, POLLIN, 0},
                               pollfd{segments.new_segments_fd(), POLLIN, 0}};
-      const int n = poll(p.data(), p[1].fd >= 0 ? 2 : 1, kCounterRefreshMs);
-      if (n == 0 || (n > 0 && p[0].revents == 0)) {
-        refresh_counters(devices, segments);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          next_refresh - std::chrono::steady_clock::now());
+      const int n = poll(p.data(), p[1].fd >= 0 ? 2 : 1,
+                         static_cast<int>(std::clamp<int64_t>(left.count(), 0, kCounterRefreshMs)));
+      if (n >= 0 && p[0].revents == 0) {
+        const bool created = n > 0 && segments.take_created();
+        if (created || std::chrono::steady_clock::now() >= next_refresh) {
+          refresh_counters(devices, segments);
+          next_refresh =
+              std::chrono::steady_clock::now() + std::chrono::milliseconds(kCounterRefreshMs);
+        }
         continue;
       }
     }

@@ -371,13 +371,22 @@ SegmentFollower::~SegmentFollower() {
   if (inotify_fd_ >= 0) close(inotify_fd_);
 }
 
-std::vector<DeviceSnapshot> SegmentFollower::poll() {
-  if (inotify_fd_ >= 0) {
-    // What was created is read from the directory below; the events only woke the caller.
-    alignas(inotify_event) char events[4096];
-    while (read(inotify_fd_, events, sizeof events) > 0) {
+bool SegmentFollower::take_created() {
+  if (inotify_fd_ < 0) return false;
+  bool ours = false;
+  alignas(inotify_event) char events[4096];
+  for (;;) {
+    const ssize_t n = read(inotify_fd_, events, sizeof events);
+    if (n <= 0) return ours;
+    for (ssize_t off = 0; off + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(events + off);
+      if (e->len > 0 && std::strncmp(e->name, "uroce-", 6) == 0) ours = true;
+      off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
     }
   }
+}
+
+std::vector<DeviceSnapshot> SegmentFollower::poll() {
   const std::string dir = shm_dir();
   for (const SegmentFile& f : list_segment_files(dir)) {
     if (!f.ours || !process_exists(f.pid)) continue;

@@ -83,11 +83,13 @@ class SegmentFollower {
   SegmentFollower& operator=(const SegmentFollower&) = delete;
 
   // The latest counters of every segment seen so far, live or ended, in the order first seen.
-  // Drains new_segments_fd().
   std::vector<DeviceSnapshot> poll();
-  // Readable when a file was created in shm_dir() since the last poll(); -1 without inotify
-  // (then only the caller's own pace finds new segments).
+  // Readable when a file was created in shm_dir(); -1 without inotify (then only the
+  // caller's own pace finds new segments). take_created() reads what it reported.
   [[nodiscard]] int new_segments_fd() const { return inotify_fd_; }
+  // Whether a uroce segment was among the files created since the last call (other
+  // programs' files in /dev/shm wake the fd too: they are not worth a poll()).
+  bool take_created();
 
  private:
   struct Held {
