@@ -41,23 +41,26 @@ bool wait_readable(int fd, Deadline deadline) {
 }
 
 // connect() that gives up at `deadline` (ETIMEDOUT) instead of after the kernel's SYN
-// retries (about two minutes). 0 or errno.
+// retries (about two minutes). 0 or errno; the socket is blocking again either way.
 int connect_until(int fd, const sockaddr* addr, socklen_t len, Deadline deadline) {
-  if (deadline) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  if (::connect(fd, addr, len) == 0) return 0;
-  if (errno != EINPROGRESS) return errno;
-  for (;;) {
+  if (!deadline) return ::connect(fd, addr, len) == 0 ? 0 : errno;
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int err = ::connect(fd, addr, len) == 0 ? 0 : errno;
+  while (err == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
     const int n = ::poll(&p, 1, poll_timeout_ms(deadline));
-    if (n == 0) return ETIMEDOUT;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    int err = 0;
-    socklen_t err_len = sizeof err;
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
-    if (err == 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    return err;
+    if (n == 0) {
+      err = ETIMEDOUT;
+    } else if (n < 0) {
+      if (errno != EINTR) err = errno;
+    } else {
+      socklen_t err_len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+    }
   }
+  ::fcntl(fd, F_SETFL, flags);
+  return err;
 }
 
 int listen_socket(int family, uint16_t port, std::string& error) {
