@@ -161,21 +161,9 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
   }
 }
 
-// What both sides do before the side channel: the environment checked, and a named device
-// (-d) opened, so a wrong name fails at once and --metrics/--capture work from the start;
-// without one, the device is the one the peer reaches us on, known only once it connects.
-// "" or the error.
-std::string open_before_side_channel(const PerfOptions& o, std::unique_ptr<device::Device>& dev) {
-  if (std::string error = check_cli_environment(); !error.empty()) return error;
-  if (o.device.empty()) return {};
-  std::string error;
-  dev = open_cli_device(o.device, std::nullopt, error, o.cc.resolved);
-  return error;
-}
-
 int run_client(PerfOptions& o) {
   std::unique_ptr<device::Device> dev;
-  std::string error = open_before_side_channel(o, dev);
+  std::string error = open_before_side_channel(o.device, o.cc.resolved, dev);
   if (!error.empty()) return failure(error);
   // A refused connection is retried only within --timeout (the server may still be starting).
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
@@ -326,7 +314,7 @@ int run_client(PerfOptions& o) {
 
 int run_server(PerfOptions& o) {
   std::unique_ptr<device::Device> dev;
-  std::string error = open_before_side_channel(o, dev);
+  std::string error = open_before_side_channel(o.device, o.cc.resolved, dev);
   if (!error.empty()) return failure(error);
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);

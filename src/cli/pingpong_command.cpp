@@ -317,13 +317,10 @@ int run_pingpong(PingpongOptions& o) {
   }
   const bool server = o.host.empty();
 
-  std::string error = check_cli_environment();
+  std::unique_ptr<device::Device> named;
+  std::string error = open_before_side_channel(o.device, o.cc.resolved, named);
   if (!error.empty()) return fail(error);
-  // A named device opens first, so a wrong name fails before the wait for the peer.
-  if (!o.device.empty()) {
-    pp.dev = open_cli_device(o.device, std::nullopt, error, o.cc.resolved);
-    if (!pp.dev) return fail(error);
-  }
+  pp.dev = std::move(named);
   std::unique_ptr<OobSocket> sock =
       server ? OobSocket::accept_one(o.port, std::nullopt, error)
              : OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);

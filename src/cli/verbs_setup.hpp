@@ -25,10 +25,15 @@ namespace uroce::cli {
 // QKEY of rdma-core's ud_pingpong, also used by `uroce perf -c UD`.
 inline constexpr uint32_t kPingpongQkey = 0x11111111;
 
-// "" when the environment's device options (docs/configuration.md) are good, else the one
-// line open_cli_device would fail with: for commands that wait for a peer before they open
-// their device, so a bad variable is named at once rather than after the wait.
-[[nodiscard]] std::string check_cli_environment();
+// For commands that wait for a peer (a TCP side channel) before they open their device:
+// what can fail without the peer fails first. The environment's device options
+// (docs/configuration.md) are checked as open_cli_device would check them, and a named
+// device (`name` not empty) is opened into `dev`, so a wrong name or variable is named at
+// once rather than after the wait; without a name, the device is the one the peer reaches
+// us on, opened once it connects. "" or the error.
+[[nodiscard]] std::string open_before_side_channel(const std::string& name,
+                                                   const net::CcOverride& cc,
+                                                   std::unique_ptr<device::Device>& dev);
 
 // Opens the device `name` ("uroce_<netdev>"; "uroce0" is a deprecated alias of the first).
 // Without a name: the device one of whose GIDs is `reach_via` (the local address of the TCP

@@ -334,6 +334,8 @@ struct BindTarget {
   uint32_t scope_id = 0;
 };
 
+}  // namespace
+
 // "" if the progress thread may run on every CPU of `cpus` (ProgressOptions::cpus), else the
 // one-line reason: the process's own mask (taskset, cgroup cpusets) bounds what a thread
 // of it can be given, and a CPU outside it would leave the thread where it started.
@@ -358,8 +360,6 @@ std::string check_progress_cpus(const std::vector<int>& cpus) {
   }
   return {};
 }
-
-}  // namespace
 
 NetResult<std::vector<HostDevice>> discover_host_devices(const std::vector<std::string>& netdevs) {
   auto all = discover_interfaces();
@@ -393,12 +393,6 @@ bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options
   if (env.handoff_us) options.progress.app_handoff = std::chrono::microseconds(*env.handoff_us);
   if (env.batch_posts) options.progress.batch_posts = *env.batch_posts;
   if (!env.progress_cpus.empty()) options.progress.cpus = env.progress_cpus;
-  // Checked here too (open_udp_device checks whatever options it is given): a program can
-  // then refuse a CPU list before it waits for a peer.
-  if (std::string cpus_error = check_progress_cpus(env.progress_cpus); !cpus_error.empty()) {
-    error = std::move(cpus_error);
-    return false;
-  }
   return true;
 }
 

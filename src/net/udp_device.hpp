@@ -137,8 +137,13 @@ struct UdpDeviceOptions {
 
 // Applies the environment's device options (UROCE_UDP_PORT, UROCE_NETDEVS, UROCE_DEVICE_ADDR,
 // UROCE_MTU, UROCE_SPIN_US, UROCE_PROGRESS_CPUS, ...) to `options`; false with `error` set
-// when one is malformed, or names a CPU this process may not run on.
+// when one is malformed.
 [[nodiscard]] bool apply_env_options(const config::HostOptions& env, UdpDeviceOptions& options,
                                      std::string& error);
+
+// "" if the progress thread may run on every CPU of `cpus` (ProgressOptions::cpus), else the
+// one-line error open_udp_device fails with: for a program that wants that verdict before
+// it opens its device.
+[[nodiscard]] std::string check_progress_cpus(const std::vector<int>& cpus);
 
 }  // namespace uroce::net
