@@ -226,11 +226,17 @@ int UdpPacketIo::cm_capable(bool on) {
 }
 
 int UdpPacketIo::cm_listen(uint64_t service_id, bool on) {
-  if (!on) {
+  int rc = 0;
+  if (on) {
+    rc = listen_everywhere(service_id);
+  } else {
     for (auto& p : ports_) p->unlisten_service(service_id);
-    wake_if_pending();  // as in cm_capable
-    return 0;
   }
+  wake_if_pending();  // as in cm_capable
+  return rc;
+}
+
+int UdpPacketIo::listen_everywhere(uint64_t service_id) {
   std::vector<UdpPort*> added;
   for (auto& p : ports_) {
     const auto& listened = p->listened_services();
@@ -242,7 +248,6 @@ int UdpPacketIo::cm_listen(uint64_t service_id, bool on) {
     }
     added.push_back(p.get());
   }
-  wake_if_pending();  // as in cm_capable
   return 0;
 }
 

@@ -66,8 +66,10 @@ class UdpPacketIo final : public device::PacketIo {
   UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
   // recv_burst on port `idx` into `out`, filling each RxPacket from its datagram.
   size_t read_port(size_t idx, std::span<device::RxPacket> out);
-  // After a receive pass: notes whether GRO datagrams are left in a port, and wakes a
-  // thread asleep in wait() if so.
+  // cm_listen's `on`: all ports or none; 0 or the errno of the port that refused.
+  int listen_everywhere(uint64_t service_id);
+  // After anything that may leave datagrams in a port and on no socket (a receive pass's
+  // GRO rest, a shared port's repair): notes it, and wakes a thread asleep in wait() if so.
   void wake_if_pending();
 
   std::vector<std::unique_ptr<UdpPort>> ports_;

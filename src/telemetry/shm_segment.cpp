@@ -150,7 +150,7 @@ std::string process_program(int pid) {
 }
 
 std::string segment_name(int pid, uint64_t netns, const std::string& device) {
-  return "uroce-" + std::to_string(pid) + "-" + netns_key(netns) + "-" + device;
+  return std::string(kSegmentPrefix) + std::to_string(pid) + "-" + netns_key(netns) + "-" + device;
 }
 
 std::unique_ptr<ShmPublisher> ShmPublisher::create(const std::string& device,
@@ -335,14 +335,14 @@ std::vector<SegmentFile> list_segment_files(const std::string& dir) {
   if (d == nullptr) return out;
   std::vector<std::string> files;
   while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, "uroce-", 6) == 0) files.emplace_back(e->d_name);
+    if (std::string_view(e->d_name).starts_with(kSegmentPrefix)) files.emplace_back(e->d_name);
   }
   closedir(d);
   std::sort(files.begin(), files.end());
   const std::string our_netns = "-" + netns_key(netns_inode()) + "-";
   for (std::string& name : files) {
     char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + 6, &end, 10);
+    const long pid = std::strtol(name.c_str() + kSegmentPrefix.size(), &end, 10);
     if (end == nullptr || *end != '-' || pid <= 0) continue;
     const bool ours = std::string_view(end).substr(0, our_netns.size()) == our_netns;
     out.push_back(SegmentFile{std::move(name), pid, ours});
@@ -380,7 +380,7 @@ bool SegmentFollower::take_created() {
     if (n <= 0) return ours;
     for (ssize_t off = 0; off + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(events + off);
-      if (e->len > 0 && std::strncmp(e->name, "uroce-", 6) == 0) ours = true;
+      if (e->len > 0 && std::string_view(e->name).starts_with(kSegmentPrefix)) ours = true;
       off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
     }
   }

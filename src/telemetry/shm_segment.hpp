@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "telemetry/shm_layout.hpp"
@@ -25,6 +26,7 @@ namespace uroce::telemetry {
 // /proc/self/ns/net) because /dev/shm is shared by all namespaces while a device's addresses,
 // port and peers exist in one: `uroce stat` lists only its own namespace's processes.
 [[nodiscard]] std::string segment_name(int pid, uint64_t netns, const std::string& device);
+inline constexpr std::string_view kSegmentPrefix = "uroce-";  // how every segment's name starts
 
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 when unreadable.
 [[nodiscard]] uint64_t proc_start_ticks(int pid);
