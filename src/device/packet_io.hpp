@@ -79,6 +79,10 @@ struct IoCounters {
   // (a peer still sending to a QP of a process that is gone).
   uint64_t rx_misdelivered = 0;
   uint64_t rx_no_owner = 0;
+  // UROCE_RX_RING (src/net/rx_ring.hpp): datagrams received through the packet socket's ring,
+  // and markers of large messages passed without their message (the socket dropped it).
+  uint64_t rx_ring_datagrams = 0;
+  uint64_t rx_ring_marker_timeouts = 0;
   // What UROCE_IMPAIR did (src/net/impaired_packet_io.hpp); 0 without impairment.
   uint64_t impair_dropped = 0;
   uint64_t impair_duplicated = 0;

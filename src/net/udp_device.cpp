@@ -25,10 +25,13 @@ namespace uroce::net {
 // UdpPacketIo
 
 UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port,
-                         std::shared_ptr<PathErrorLog> path_log)
+                         std::shared_ptr<PathErrorLog> path_log, std::unique_ptr<RxRing> ring)
     : ports_(std::move(ports)),
       udp_port_(udp_port),
       path_log_(std::move(path_log)),
+      ring_(std::move(ring)),
+      ring_markers_passed_(ports_.size(), 0),
+      port_read_in_pass_(ports_.size(), 0),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       rx_poll_(ports_.size()) {}
 
@@ -60,6 +63,11 @@ device::PathReport UdpPacketIo::path_report(const device::Gid& peer) const {
 
 device::IoCounters UdpPacketIo::io_counters() const {
   device::IoCounters c = path_log_ ? path_log_->totals() : device::IoCounters{};
+  if (ring_) {
+    c.rx_discards += ring_->rx_discards();
+    c.rx_ring_datagrams = ring_->datagrams_seen();
+    c.rx_ring_marker_timeouts = ring_->marker_timeouts_seen();
+  }
   for (const auto& p : ports_) {
     c.rx_discards += p->rx_discards();
     c.rx_misdelivered += p->rx_misdelivered();
@@ -68,10 +76,32 @@ device::IoCounters UdpPacketIo::io_counters() const {
   return c;
 }
 
+void UdpPacketIo::fill_meta(const RxDatagram& d, device::RxPacket& p) const {
+  p.len = d.len;
+  p.meta = transport::PacketMeta{};
+  p.meta.ip = d.ip;
+  if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
+  p.meta.tos = d.tos;
+  p.meta.ttl = d.ttl;
+}
+
 size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {
+  if (!ring_) return read_port_once(idx, out, UdpPort::kMaxBurst);
+  // Ring mode: one receive message per port and pass. One at a time, because what the
+  // ring holds after a large message's marker must wait for that message, and what
+  // follows it on the socket must wait for its own marker; once per pass, because the
+  // datagrams handed out lie in the port's memory until its next receive.
+  if (port_read_in_pass_[idx] != 0) return 0;
+  port_read_in_pass_[idx] = 1;
+  return read_port_once(idx, out, 1);
+}
+
+size_t UdpPacketIo::read_port_once(size_t idx, std::span<device::RxPacket> out,
+                                   size_t max_messages) {
   const size_t room = std::min(out.size(), rx_scratch_.size());
   for (size_t i = 0; i < room; ++i) rx_scratch_[i].buf = out[i].buf;
-  const size_t n = ports_[idx]->recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room));
+  const size_t n =
+      ports_[idx]->recv_burst(std::span<RxDatagram>(rx_scratch_.data(), room), max_messages);
   for (size_t i = 0; i < n; ++i) {
     const RxDatagram& d = rx_scratch_[i];
     device::RxPacket& p = out[i];
@@ -83,20 +113,102 @@ size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {
     if (!d.in_port && d.buf.data() != p.buf.data()) {
       std::memcpy(p.buf.data(), d.buf.data(), d.len);
     }
-    p.len = d.len;
-    p.meta = transport::PacketMeta{};
-    p.meta.ip = d.ip;
-    if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
-    p.meta.tos = d.tos;
-    p.meta.ttl = d.ttl;
-    p.meta.ip_id_known = false;
+    fill_meta(d, p);  // a socket does not tell the IPv4 ID: ip_id_known stays false
   }
   return n;
 }
 
-size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
-  const size_t n_ports = ports_.size();
+size_t UdpPacketIo::read_ring(std::span<device::RxPacket> out) {
+  const size_t room = std::min(out.size(), rx_scratch_.size());
+  const size_t n = ring_->read(std::span<RxDatagram>(rx_scratch_.data(), room));
+  for (size_t i = 0; i < n; ++i) {
+    const RxDatagram& d = rx_scratch_[i];
+    device::RxPacket& p = out[i];
+    p.data = d.buf.data();  // in the ring's frame, valid until its next read
+    fill_meta(d, p);
+    p.meta.ip_id_known = d.ip_id_known;
+  }
+  return n;
+}
+
+bool UdpPacketIo::pass_ring_marker(std::span<device::RxPacket> out, size_t& total) {
+  const wire::IpContext& ip = ring_->marker_ip();
+  size_t idx = 0;
+  while (idx < ports_.size() && ports_[idx]->local().bytes != ip.dst) ++idx;
+  if (idx == ports_.size()) {  // the filter knows only our addresses: cannot happen
+    ring_->pass_marker(false);
+    return true;
+  }
+  auto owed = [&] {
+    return ports_[idx]->counters().rx_ring_large_messages > ring_markers_passed_[idx];
+  };
+  bool found_empty = false;  // the socket was asked and had nothing at all
+  if (!owed()) {
+    const bool asked = port_read_in_pass_[idx] == 0;
+    const size_t n = read_port(idx, out.subspan(total));
+    total += n;
+    found_empty = asked && n == 0 && !ports_[idx]->has_pending();
+  }
+  if (owed()) {
+    ++ring_markers_passed_[idx];
+    ring_->pass_marker(false);
+    ring_marker_wait_since_ = {};
+    return true;
+  }
+  // Not on the socket yet: the kernel fills the ring frame first, then queues the message
+  // to the socket. One the socket dropped (its buffer full) never comes: once the socket has
+  // been found empty kRingMarkerPatience after the first look, the ring goes on without it
+  // (the engine recovers lost packets), and the count starts over from what the socket
+  // delivered. Time alone proves nothing: this thread may have been off the CPU.
+  const auto now = std::chrono::steady_clock::now();
+  if (ring_marker_wait_since_ == std::chrono::steady_clock::time_point{}) {
+    ring_marker_wait_since_ = now;
+  } else if (found_empty && now - ring_marker_wait_since_ >= kRingMarkerPatience) {
+    ring_markers_passed_[idx] = ports_[idx]->counters().rx_ring_large_messages;
+    ring_->pass_marker(true);
+    ring_marker_wait_since_ = {};
+    return true;
+  }
+  return false;
+}
+
+size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
+  ring_->release();  // the device is done with the last pass's datagrams
+  std::fill(port_read_in_pass_.begin(), port_read_in_pass_.end(), 0);
   size_t total = 0;
+  // The rest of a message a port handed out in part arrived before anything the ring holds
+  // now: it goes first.
+  for (size_t idx = 0; idx < ports_.size() && total < out.size(); ++idx) {
+    if (ports_[idx]->has_pending()) total += read_port(idx, out.subspan(total));
+  }
+  while (total < out.size()) {
+    total += read_ring(out.subspan(total));
+    if (!ring_->at_marker() || total == out.size()) break;
+    // A message too large for a frame: read it from its socket before what follows it.
+    if (!pass_ring_marker(out, total)) break;
+  }
+  // The sockets carry what the ring leaves (QP1's CM MADs, the group's probes, GSO messages
+  // larger than a frame): read on every pass while they deliver, else on the quiet-look
+  // schedule of a second socket (full_look_due), so that an empty poll costs no system call.
+  const bool any_pending = rx_pending_.load(std::memory_order_relaxed);
+  if (total == out.size() || (!rx_sockets_hot_ && !any_pending && !full_look_due() &&
+                              !rx_full_check_.exchange(false, std::memory_order_relaxed))) {
+    ++rx_hot_passes_;
+    wake_if_pending();
+    return total;
+  }
+  rx_hot_passes_ = 0;
+  bool unused = false;
+  const size_t from_sockets = read_all_ports(out.subspan(total), &unused);
+  rx_sockets_hot_ = from_sockets > 0;
+  note_full_look(from_sockets > 0);
+  wake_if_pending();
+  return total + from_sockets;
+}
+
+size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
+  if (ring_) return rx_burst_ring(out);
+  const size_t n_ports = ports_.size();
   // Only rx_burst changes what a port holds, and the last one recorded it.
   const bool any_pending = rx_pending_.load(std::memory_order_relaxed);
   // Several sockets (an IPv4 and an IPv6 address, say), but traffic usually on one: read
@@ -112,8 +224,17 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
     return n;
   }
   rx_hot_passes_ = 0;
-  const size_t hot_before = rx_hot_port_;
   bool quiet_delivered = false;  // a socket other than the one read directly had something
+  const size_t total = read_all_ports(out, &quiet_delivered);
+  if (n_ports > 1) note_full_look(quiet_delivered);
+  wake_if_pending();
+  return total;
+}
+
+size_t UdpPacketIo::read_all_ports(std::span<device::RxPacket> out, bool* quiet_delivered) {
+  const size_t n_ports = ports_.size();
+  const size_t hot_before = rx_hot_port_;
+  size_t total = 0;
   // One zero-timeout ppoll tells which sockets have something, instead of one empty
   // recvmmsg per socket. POLLERR counts (an ICMP error to read).
   bool check_ready = n_ports > 1;
@@ -131,12 +252,10 @@ size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
       most = n;
       rx_hot_port_ = idx;
     }
-    if (n > 0 && idx != hot_before) quiet_delivered = true;
+    if (n > 0 && idx != hot_before) *quiet_delivered = true;
     total += n;
   }
   if (n_ports != 0) next_rx_port_ = (next_rx_port_ + 1) % n_ports;
-  if (n_ports > 1) note_full_look(quiet_delivered);
-  wake_if_pending();
   return total;
 }
 
@@ -168,7 +287,7 @@ void UdpPacketIo::wake_if_pending() {
   // on it. The progress thread never calls
   // wait() right after a pass that read something, so only a thread already in wait() while
   // an application thread runs this pass needs the eventfd.
-  bool pending = false;
+  bool pending = ring_ && ring_->has_pending();
   for (auto& p : ports_) pending = pending || p->has_pending();
   // A store only when it changes: a sequentially consistent store is a locked instruction,
   // and an empty poll of a busy-polling program runs this every pass.
@@ -253,6 +372,7 @@ int UdpPacketIo::listen_everywhere(uint64_t service_id) {
 
 void UdpPacketIo::maintain() {
   for (auto& p : ports_) p->maintain();
+  if (ring_) ring_->refresh_drops();
   // Repairing a shared port's group probes the socket and stashes the datagrams it reads on
   // the way (UdpPort::reconcile): they are on no socket now, so the wait() that follows must
   // not sleep on them.
@@ -265,6 +385,8 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   std::array<pollfd, 65> fds{};
   size_t n = 0;
   fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
+  if (ring_) fds[n++] = pollfd{.fd = ring_->fd(), .events = POLLIN, .revents = 0};
+  const size_t ports_at = n;
   for (auto& p : ports_) {
     if (n == fds.size()) break;
     fds[n++] = pollfd{.fd = p->fd(),
@@ -297,8 +419,8 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   }
   // An ICMP error queued by IP_RECVERR keeps POLLERR up until read: read it here, or the
   // progress thread would never sleep.
-  for (size_t i = 1; i < n; ++i) {
-    if ((fds[i].revents & POLLERR) != 0) ports_[i - 1]->drain_errors();
+  for (size_t i = ports_at; i < n; ++i) {
+    if ((fds[i].revents & POLLERR) != 0) ports_[i - ports_at]->drain_errors();
   }
 }
 
@@ -478,6 +600,14 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   const bool gro = config::env_flag("UROCE_GRO", options.gro, gro_error);
   if (!gro_error.empty()) return NetError{EINVAL, gro_error};
 
+  std::string ring_error;
+  const bool use_ring = config::env_flag("UROCE_RX_RING", options.rx_ring, ring_error);
+  if (!ring_error.empty()) return NetError{EINVAL, ring_error};
+  if (use_ring && !gro) {
+    return NetError{
+        EINVAL, "UROCE_RX_RING=1 needs UDP GRO on the sockets: unset UROCE_GRO=0 (or the ring)"};
+  }
+
   std::vector<std::unique_ptr<UdpPort>> udp_ports;
   auto path_log = std::make_shared<PathErrorLog>();
   int slot = options.slot;
@@ -506,6 +636,25 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     return NetError{EADDRNOTAVAIL, "could not bind UDP port " + std::to_string(options.udp_port) +
                                        " on any address of " + name +
                                        "; give bind addresses explicitly"};
+  }
+
+  std::unique_ptr<RxRing> ring;
+  if (use_ring) {
+    RxRingConfig rc;
+    rc.port = options.udp_port;
+    for (const auto& p : udp_ports) rc.addrs.push_back(p->local());
+    rc.slot = udp_ports.front()->slot();
+    auto opened = RxRing::open(rc);
+    if (!opened) return opened.error();
+    ring = std::move(opened.value());
+    for (const auto& p : udp_ports) {
+      if (const int err = p->hand_data_to_ring(); err != 0) {
+        return NetError{err, "UROCE_RX_RING: cannot hand UDP " +
+                                 endpoint_string(p->local(), p->port()) + " over to the ring: " +
+                                 (err == EOPNOTSUPP ? std::string("the kernel has no UDP GRO")
+                                                    : std::string(std::strerror(err)))};
+      }
+    }
   }
 
   device::DeviceConfig config;
@@ -553,8 +702,8 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
   config.observer = telemetry::observer_from_env(name, &telemetry_error, options.udp_port);
   if (!config.observer && !telemetry_error.empty()) return NetError{EINVAL, telemetry_error};
 
-  std::unique_ptr<device::PacketIo> io =
-      std::make_unique<UdpPacketIo>(std::move(udp_ports), options.udp_port, std::move(path_log));
+  std::unique_ptr<device::PacketIo> io = std::make_unique<UdpPacketIo>(
+      std::move(udp_ports), options.udp_port, std::move(path_log), std::move(ring));
   if (impair.active()) {
     // Without seed= each device draws its own decisions (from the engine's random seed).
     io = std::make_unique<ImpairedPacketIo>(std::move(io), impair, seed ^ 0x1A3B5C7D9E0F2468ull);

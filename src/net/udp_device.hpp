@@ -35,6 +35,7 @@
 #include "net/ip_addr.hpp"
 #include "net/netdev.hpp"
 #include "net/result.hpp"
+#include "net/rx_ring.hpp"
 #include "net/udp_port.hpp"
 
 namespace uroce::net {
@@ -43,8 +44,11 @@ class UdpPacketIo final : public device::PacketIo {
  public:
   // `ports` all own the same QPN slot (or none share); `udp_port` is their bound port.
   // `path_log`: where the ports record ICMP errors (null: none kept).
+  // `ring`: receive the data datagrams from it (UROCE_RX_RING, rx_ring.hpp); the ports have
+  // handed them over already (UdpPort::hand_data_to_ring).
   UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t udp_port,
-              std::shared_ptr<PathErrorLog> path_log = nullptr);
+              std::shared_ptr<PathErrorLog> path_log = nullptr,
+              std::unique_ptr<RxRing> ring = nullptr);
   ~UdpPacketIo() override;
 
   size_t rx_burst(std::span<device::RxPacket> out) override;
@@ -61,11 +65,27 @@ class UdpPacketIo final : public device::PacketIo {
   [[nodiscard]] device::IoCounters io_counters() const override;
 
   [[nodiscard]] const std::vector<std::unique_ptr<UdpPort>>& ports() const { return ports_; }
+  [[nodiscard]] const RxRing* ring() const { return ring_.get(); }
 
  private:
   UdpPort* port_for(const std::array<uint8_t, 16>& src) const;
   // recv_burst on port `idx` into `out`, filling each RxPacket from its datagram.
   size_t read_port(size_t idx, std::span<device::RxPacket> out);
+  // One recv_burst of port `idx` (at most `max_messages` receive messages).
+  size_t read_port_once(size_t idx, std::span<device::RxPacket> out, size_t max_messages);
+  // The ring stopped at a marker: reads its message from the port of its address into
+  // out[total..) and passes the marker; false when the message is not there yet.
+  bool pass_ring_marker(std::span<device::RxPacket> out, size_t& total);
+  // Every port that has something (one ppoll first when there are several); sets
+  // *quiet_delivered when one other than rx_hot_port_ delivered.
+  size_t read_all_ports(std::span<device::RxPacket> out, bool* quiet_delivered);
+  // The receive ring's datagrams, in place.
+  size_t read_ring(std::span<device::RxPacket> out);
+  // rx_burst with a ring: the ring on every pass, the sockets while they deliver or when a
+  // quiet look is due.
+  size_t rx_burst_ring(std::span<device::RxPacket> out);
+  // RxPacket metadata of datagram `d` (the port number presented as 4791).
+  void fill_meta(const RxDatagram& d, device::RxPacket& p) const;
   // cm_listen's `on`: all ports or none; 0 or the errno of the port that refused.
   int listen_everywhere(uint64_t service_id);
   // After anything that may leave datagrams in a port and on no socket (a receive pass's
@@ -75,6 +95,14 @@ class UdpPacketIo final : public device::PacketIo {
   std::vector<std::unique_ptr<UdpPort>> ports_;
   uint16_t udp_port_;
   std::shared_ptr<PathErrorLog> path_log_;
+  std::unique_ptr<RxRing> ring_;
+  bool rx_sockets_hot_ = false;  // ring mode: the sockets delivered at the last look
+  // Ring mode: markers passed per port (each stands for one of the port's
+  // rx_ring_large_messages), and since when the current one waits for its message.
+  std::vector<uint64_t> ring_markers_passed_;
+  std::vector<uint8_t> port_read_in_pass_;  // ring mode: read_port ran on it in this pass
+  std::chrono::steady_clock::time_point ring_marker_wait_since_{};
+  static constexpr Nanos kRingMarkerPatience = std::chrono::milliseconds(1);
   int wake_fd_ = -1;
   size_t next_rx_port_ = 0;  // round-robin start, so one busy address cannot starve another
   std::array<RxDatagram, UdpPort::kMaxBurst> rx_scratch_{};
@@ -120,8 +148,11 @@ struct UdpDeviceOptions {
   int slot = kAnySlot;       // QPN slot when sharing
   std::string registry_dir;  // reuseport registry directory; empty: the per-user default
   bool per_qp_source_port = true;
-  bool gso = true;    // UDP GSO on send (UdpPortConfig::gso); UROCE_GSO overrides
-  bool gro = true;    // UDP GRO on receive (UdpPortConfig::gro); UROCE_GRO overrides
+  bool gso = true;  // UDP GSO on send (UdpPortConfig::gso); UROCE_GSO overrides
+  bool gro = true;  // UDP GRO on receive (UdpPortConfig::gro); UROCE_GRO overrides
+  // Data datagrams from a packet socket's ring instead of the UDP sockets (rx_ring.hpp;
+  // needs CAP_NET_RAW); UROCE_RX_RING overrides.
+  bool rx_ring = false;
   uint64_t seed = 0;  // lkey/rkey random bits; 0: from the clock and pid
   transport::DeviceLimits limits;
   device::ProgressOptions progress;

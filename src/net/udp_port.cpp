@@ -18,6 +18,7 @@
 #include <random>
 
 #include "net/netdev.hpp"
+#include "net/rx_ring.hpp"
 #include "wire/byte_order.hpp"
 
 namespace uroce::net {
@@ -833,7 +834,24 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   return false;
 }
 
+int UdpPort::hand_data_to_ring() {
+  // The ring's filter and this socket's must judge the same skb: with UDP GRO a GSO message
+  // from loopback or a veth reaches the socket whole, as the ring saw it; without, the kernel
+  // cuts it first, and a message too large for a ring frame would be dropped here piece by
+  // piece as if the ring had it.
+  if (!gro_) return EOPNOTSUPP;
+  const std::vector<sock_filter> prog = build_socket_drop_filter(slot_);
+  const sock_fprog fprog{static_cast<unsigned short>(prog.size()),
+                         const_cast<sock_filter*>(prog.data())};
+  if (prog.empty() || setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) != 0) {
+    return prog.empty() ? EINVAL : errno;
+  }
+  ring_takes_data_ = true;
+  return 0;
+}
+
 void UdpPort::note_kernel_drops(uint32_t cumulative) {
+  if (ring_takes_data_) return;  // the filter's drops are in the count (hand_data_to_ring)
   // The count is the kernel's 32-bit sk_drops: serial arithmetic, so a datagram queued before
   // a later SO_MEMINFO read (an older, smaller count) is no change, and a wrap is growth.
   const auto delta = static_cast<int32_t>(cumulative - kernel_drops_seen_);
@@ -938,10 +956,10 @@ int UdpPort::recv_prepared(size_t want) {
   return rc;
 }
 
-size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
+size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out, size_t max_messages) {
   if (gro_next_ == gro_entries_) {
     gro_entries_ = gro_next_ = gro_offset_ = 0;
-    const size_t want = std::min(out.size(), kGroEntries);
+    const size_t want = std::min({out.size(), kGroEntries, max_messages});
     if (rx_dirty_ != 0 || rx_gro_ready_ < want) {
       for (size_t e = 0; e < want; ++e) prepare_rx(e, gro_area_.get() + e * kGroBytes, kGroBytes);
       rx_gro_ready_ = want;
@@ -961,6 +979,10 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out) {
       fill_meta(h, gro_meta_[e]);
       gro_seg_[e] = gro_segment_size(h, gro_len_[e]);
       if (gro_seg_[e] < gro_len_[e]) ++counters_.rx_gro_messages;
+      if (ring_takes_data_ && gro_len_[e] + 8 > RxRing::kMaxUdpLength &&
+          ring_takes_payload({gro_area_.get() + e * kGroBytes, gro_len_[e]}, slot_)) {
+        ++counters_.rx_ring_large_messages;
+      }
     }
     gro_entries_ = static_cast<size_t>(rc);
   }
@@ -1009,14 +1031,14 @@ size_t UdpPort::deliver_stash(std::span<RxDatagram> out) {
   return kept;
 }
 
-size_t UdpPort::recv_burst(std::span<RxDatagram> out) {
-  const size_t want = std::min(out.size(), kMaxBurst);
+size_t UdpPort::recv_burst(std::span<RxDatagram> out, size_t max_messages) {
+  const size_t want = std::min({out.size(), kMaxBurst, max_messages});
   if (want == 0) return 0;
   // Every path below sets in_port of each entry it returns (an empty poll touches none).
   if (!stash_.empty()) {
     if (size_t n = deliver_stash(out.first(want)); n > 0) return n;
   }
-  if (gro_) return recv_burst_gro(out.first(want));
+  if (gro_) return recv_burst_gro(out.first(std::min(out.size(), kMaxBurst)), want);
   rx_gro_ready_ = 0;
   for (size_t i = 0; i < want; ++i) prepare_rx(i, out[i].buf.data(), out[i].buf.size());
   const int rc = recv_prepared(want);

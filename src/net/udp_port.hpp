@@ -99,12 +99,13 @@ struct TxDatagram {
 };
 
 struct RxDatagram {
-  std::span<uint8_t> buf;  // in: caller-owned room for one datagram (>= 4096 + 64 bytes)
-  size_t len = 0;          // out: bytes received
-  wire::IpContext ip;      // out: src/dst address, sport/dport (IPv4 ID unknown on a socket)
-  uint8_t tos = 0;         // out: received TOS / traffic class (DSCP << 2 | ECN)
-  uint8_t ttl = 0;         // out: received TTL / hop limit
-  int ifindex = 0;         // out: interface it arrived on
+  std::span<uint8_t> buf;    // in: caller-owned room for one datagram (>= 4096 + 64 bytes)
+  size_t len = 0;            // out: bytes received
+  wire::IpContext ip;        // out: src/dst address, sport/dport (IPv4 ID unknown on a socket)
+  bool ip_id_known = false;  // out: ip.ipv4_id/ipv4_df are the header's (a receive ring)
+  uint8_t tos = 0;           // out: received TOS / traffic class (DSCP << 2 | ECN)
+  uint8_t ttl = 0;           // out: received TTL / hop limit
+  int ifindex = 0;           // out: interface it arrived on
   // out: `buf` was pointed at the datagram in the port's own memory (UDP GRO: no copy), valid
   // until the next recv_burst(); false: the datagram is in the caller's buffer.
   bool in_port = false;
@@ -137,6 +138,8 @@ struct UdpPortCounters {
   uint64_t tx_gso_messages = 0;    // messages of more than one datagram sent with UDP_SEGMENT
   uint64_t tx_gso_fallback = 0;    // GSO messages the kernel refused, resent one by one
   uint64_t rx_gro_messages = 0;    // received UDP GRO messages of more than one datagram
+  // Ring mode (hand_data_to_ring): messages read here that the ring holds a marker of.
+  uint64_t rx_ring_large_messages = 0;
   uint64_t rx_packets = 0;
   uint64_t rx_bytes = 0;
   uint64_t rx_drop_truncated = 0;     // larger than the caller's buffer
@@ -169,7 +172,9 @@ class UdpPort {
   // Receives up to min(out.size(), kMaxBurst) datagrams without blocking into the callers'
   // buffers; fills out[0..n) and returns n. Datagrams for another member's QPN slot, probes
   // and truncated datagrams are dropped and counted, never returned.
-  size_t recv_burst(std::span<RxDatagram> out);
+  // `max_messages` bounds the receive messages read from the socket in this call (a UDP GRO
+  // message holds several datagrams): ring mode reads one at a time, in the ring's order.
+  size_t recv_burst(std::span<RxDatagram> out, size_t max_messages = kMaxBurst);
 
   // Sleeps until the socket is readable (or writable if asked), wake() is called, or `timeout`
   // passes (negative: forever). Runs maintain() first.
@@ -201,6 +206,13 @@ class UdpPort {
   void unlisten_service(uint64_t service_id);
   [[nodiscard]] bool cm_capable() const { return cm_capable_; }
   [[nodiscard]] const std::vector<uint64_t>& listened_services() const { return listens_; }
+
+  // Receive ring mode (rx_ring.hpp): from now on the socket drops the datagrams a receive
+  // ring of this process takes (build_socket_drop_filter for this port's slot). The kernel
+  // counts those drops with its own, so the socket's drop count stops feeding rx_discards.
+  // 0, or the errno of SO_ATTACH_FILTER.
+  int hand_data_to_ring();
+  [[nodiscard]] bool ring_takes_data() const { return ring_takes_data_; }
 
   // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
   void drain_errors() { (void)drain_error_queue(fd_, config_.path_log); }
@@ -266,7 +278,7 @@ class UdpPort {
   size_t deliver_stash(std::span<RxDatagram> out);
   // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and hands their
   // datagrams out in place; what does not fit `out` stays pending for the next call.
-  size_t recv_burst_gro(std::span<RxDatagram> out);
+  size_t recv_burst_gro(std::span<RxDatagram> out, size_t max_messages);
   // Points `out` at one datagram in gro_area_ with meta `m` and applies keep_datagram(); true
   // if it was kept (else `out` keeps its buffer). Sets *misdelivered / *unowned as
   // keep_datagram() counted.
@@ -287,6 +299,7 @@ class UdpPort {
   BufferReport buffers_;
   UdpPortCounters counters_;
   uint32_t kernel_drops_seen_ = 0;  // the kernel's 32-bit count as last seen
+  bool ring_takes_data_ = false;
   std::atomic<uint64_t> rx_discards_{0};
   std::atomic<uint64_t> rx_misdelivered_{0};
   std::atomic<uint64_t> rx_no_owner_{0};

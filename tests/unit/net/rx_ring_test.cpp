@@ -1,0 +1,413 @@
+// RxRing (UROCE_RX_RING): which datagrams the packet socket's ring takes, what it tells of
+// each, GSO messages cut back into datagrams, and the UDP socket's filter dropping exactly
+// what the ring took. Needs CAP_NET_RAW (skipped without it). Ports are ephemeral or
+// 24851.., unique to this file.
+#include "net/rx_ring.hpp"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "net/reuseport_program.hpp"
+#include "net/udp_device.hpp"
+#include "net_test_util.hpp"
+
+namespace uroce::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::bth_packet;
+using testing::ip;
+using testing::send_one;
+using testing::unshared;
+
+struct RingGot {
+  std::vector<uint8_t> bytes;
+  RxDatagram meta;
+};
+
+// Reads the ring until `count` datagrams came or `timeout` passed (copies them out).
+std::vector<RingGot> read_ring(RxRing& ring, size_t count, std::chrono::milliseconds timeout) {
+  std::vector<RingGot> got;
+  std::vector<RxDatagram> rx(8);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    const size_t n = ring.read(rx);
+    for (size_t i = 0; i < n; ++i) {
+      got.push_back(
+          {std::vector<uint8_t>(rx[i].buf.begin(), rx[i].buf.begin() + rx[i].len), rx[i]});
+    }
+    ring.release();
+    if (n == 0) {
+      pollfd p{ring.fd(), POLLIN, 0};
+      (void)poll(&p, 1, 5);
+    }
+  }
+  return got;
+}
+
+// testing::receive for a port with UDP GRO: the datagrams are handed out in place.
+std::vector<RingGot> receive_gro(UdpPort& port, size_t count, std::chrono::milliseconds timeout) {
+  std::vector<RingGot> got;
+  std::vector<std::vector<uint8_t>> bufs(UdpPort::kMaxBurst, std::vector<uint8_t>(9000));
+  std::vector<RxDatagram> rx(UdpPort::kMaxBurst);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
+    const size_t n = port.recv_burst(rx);
+    for (size_t i = 0; i < n; ++i) {
+      got.push_back(
+          {std::vector<uint8_t>(rx[i].buf.begin(), rx[i].buf.begin() + rx[i].len), rx[i]});
+    }
+    if (n == 0) (void)port.wait(std::chrono::milliseconds(5));
+  }
+  return got;
+}
+
+class RxRingTest : public ::testing::Test {
+ protected:
+  // A receiving port handed over to a ring on its address, and a sending port.
+  // `slot`: the receiving port shares fixed port kSharedPort and owns that QPN slot.
+  void open(const char* addr, std::optional<int> slot = std::nullopt, bool sender_gso = false) {
+    UdpPortConfig c = slot ? testing::shared(addr, kSharedPort, dir.path(), *slot) : unshared(addr);
+    c.gro = true;  // ring mode needs it (UdpPort::hand_data_to_ring)
+    auto r = UdpPort::open(c);
+    ASSERT_TRUE(r) << r.error().message;
+    rx_port = std::move(r.value());
+    RxRingConfig rc;
+    rc.port = rx_port->port();
+    rc.addrs = {ip(addr)};
+    rc.slot = rx_port->slot();
+    auto opened = RxRing::open(rc);
+    if (!opened && opened.error().code == EPERM) GTEST_SKIP() << opened.error().message;
+    ASSERT_TRUE(opened) << opened.error().message;
+    ring = std::move(opened.value());
+    ASSERT_EQ(rx_port->hand_data_to_ring(), 0);
+    UdpPortConfig tc = unshared(addr);
+    tc.gso = sender_gso;
+    auto t = UdpPort::open(tc);
+    ASSERT_TRUE(t) << t.error().message;
+    tx_port = std::move(t.value());
+  }
+  static constexpr uint16_t kSharedPort = 24851;
+  testing::TempDir dir;
+  std::unique_ptr<UdpPort> rx_port;
+  std::unique_ptr<UdpPort> tx_port;
+  std::unique_ptr<RxRing> ring;
+};
+
+TEST_F(RxRingTest, ADataDatagramComesThroughTheRingWithItsHeadersAndNotThroughTheSocket) {
+  open("127.0.0.1");
+  if (!ring) return;
+  const auto pkt = bth_packet(0x20, 100, 0xAB);
+  ASSERT_EQ(send_one(*tx_port, pkt, ip("127.0.0.1"), rx_port->port(), 0x62), 1u);
+  auto got = read_ring(*ring, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes, pkt);
+  const RxDatagram& m = got[0].meta;
+  EXPECT_FALSE(m.ip.ipv6);
+  EXPECT_EQ(m.ip.src, ip("127.0.0.1").bytes);
+  EXPECT_EQ(m.ip.dst, ip("127.0.0.1").bytes);
+  EXPECT_EQ(m.ip.sport, tx_port->port());
+  EXPECT_EQ(m.ip.dport, rx_port->port());
+  EXPECT_EQ(m.tos, 0x62);
+  EXPECT_EQ(m.ttl, 64);
+  EXPECT_TRUE(m.in_port);
+  // An unconnected DF socket sends IPv4 ID 0 (the ICRC covers it): known exactly here.
+  EXPECT_TRUE(m.ip_id_known);
+  EXPECT_EQ(m.ip.ipv4_id, 0);
+  EXPECT_TRUE(m.ip.ipv4_df);
+  EXPECT_EQ(ring->counters().datagrams, 1u);
+  // The socket's filter dropped its copy.
+  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+  // Nothing more in the ring either.
+  EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
+}
+
+TEST_F(RxRingTest, QpOneProbesRuntsAndOtherPortsStayOnTheSockets) {
+  open("127.0.0.1");
+  if (!ring) return;
+  const auto mad = bth_packet(kGsiQpn, 256, 0x11);
+  const auto probe = make_probe(3, 0x1234);
+  const std::vector<uint8_t> runt(8, 0x04);
+  const auto multicast = bth_packet(kMulticastQpn, 16, 0x22);
+  for (const auto* p : {&mad, &multicast}) {
+    ASSERT_EQ(send_one(*tx_port, *p, ip("127.0.0.1"), rx_port->port()), 1u);
+  }
+  ASSERT_EQ(send_one(*tx_port, std::vector<uint8_t>(probe.begin(), probe.end()), ip("127.0.0.1"),
+                     rx_port->port()),
+            1u);
+  ASSERT_EQ(send_one(*tx_port, runt, ip("127.0.0.1"), rx_port->port()), 1u);
+  // A data datagram to another port (the sender's own) is not ours either.
+  ASSERT_EQ(send_one(*rx_port, bth_packet(0x20), ip("127.0.0.1"), tx_port->port()), 1u);
+  auto on_socket = receive_gro(*rx_port, 3, 2s);  // the probe is counted, not returned
+  ASSERT_EQ(on_socket.size(), 3u);
+  EXPECT_EQ(on_socket[0].bytes, mad);
+  EXPECT_EQ(on_socket[1].bytes, multicast);
+  EXPECT_EQ(on_socket[2].bytes, runt);
+  EXPECT_EQ(rx_port->counters().rx_probes, 1u);
+  EXPECT_EQ(testing::receive(*tx_port, 1, 2s).size(), 1u);
+  EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
+  EXPECT_EQ(ring->counters().frames, 0u);
+}
+
+TEST_F(RxRingTest, AGsoMessageIsCutIntoItsDatagramsInOrder) {
+  open("127.0.0.1", std::nullopt, /*sender_gso=*/true);
+  if (!ring) return;
+  std::vector<std::vector<uint8_t>> pkts;
+  std::vector<TxDatagram> tx;
+  for (uint8_t i = 0; i < 3; ++i)
+    pkts.push_back(bth_packet(0x20, 500, static_cast<uint8_t>(i + 1)));
+  pkts.push_back(bth_packet(0x20, 100, 9));  // the last may be shorter
+  for (const auto& p : pkts) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = ip("127.0.0.1").bytes;
+    d.ip.dport = rx_port->port();
+    tx.push_back(d);
+  }
+  ASSERT_EQ(tx_port->send_burst(tx), tx.size());
+  ASSERT_EQ(tx_port->counters().tx_gso_messages, 1u);
+  auto got = read_ring(*ring, pkts.size(), 2s);
+  ASSERT_EQ(got.size(), pkts.size());
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    // The sender reseals a later segment's last 4 bytes (its ICRC) for the IPv4 ID it gets.
+    ASSERT_EQ(got[i].bytes.size(), pkts[i].size()) << i;
+    const size_t cmp = i == 0 ? pkts[i].size() : pkts[i].size() - 4;
+    EXPECT_TRUE(std::equal(pkts[i].begin(), pkts[i].begin() + cmp, got[i].bytes.begin())) << i;
+    // Segment k has the IPv4 ID the kernel gives it when it cuts the message: the header's
+    // (0: an unconnected DF socket) + k.
+    EXPECT_TRUE(got[i].meta.ip_id_known) << i;
+    EXPECT_EQ(got[i].meta.ip.ipv4_id, i) << i;
+  }
+  EXPECT_EQ(ring->counters().frames, 1u);
+  EXPECT_EQ(ring->counters().gso_frames, 1u);
+  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+}
+
+TEST_F(RxRingTest, AGsoMessageLargerThanAFrameStaysOnTheSocketBehindAMarker) {
+  open("127.0.0.1", std::nullopt, /*sender_gso=*/true);
+  if (!ring) return;
+  std::vector<std::vector<uint8_t>> pkts(3, bth_packet(0x20, 4000, 0x5A));
+  std::vector<TxDatagram> tx;
+  for (const auto& p : pkts) {
+    TxDatagram d;
+    d.data = p;
+    d.ip.dst = ip("127.0.0.1").bytes;
+    d.ip.dport = rx_port->port();
+    tx.push_back(d);
+  }
+  ASSERT_EQ(tx_port->send_burst(tx), tx.size());
+  auto on_socket = receive_gro(*rx_port, 3, 2s);
+  ASSERT_EQ(on_socket.size(), 3u);
+  for (const auto& g : on_socket) {
+    ASSERT_EQ(g.bytes.size(), pkts[0].size());
+    EXPECT_TRUE(std::equal(pkts[0].begin(), pkts[0].end() - 4, g.bytes.begin()));
+  }
+  // The ring holds its marker: no datagram, but where it came and for which address.
+  EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
+  ASSERT_TRUE(ring->at_marker());
+  EXPECT_EQ(ring->marker_ip().dst, ip("127.0.0.1").bytes);
+  EXPECT_EQ(ring->marker_ip().sport, tx_port->port());
+  ring->pass_marker(false);
+  EXPECT_FALSE(ring->at_marker());
+  EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
+  EXPECT_EQ(ring->counters().markers, 1u);
+  EXPECT_EQ(ring->counters().datagrams, 0u);
+}
+
+TEST_F(RxRingTest, ASharedPortsRingTakesOnlyItsSlot) {
+  constexpr uint32_t kSlot = 5;
+  open("127.0.0.1", static_cast<int>(kSlot));
+  if (!ring) return;
+  ASSERT_EQ(rx_port->slot(), kSlot);
+  const QpnRange mine = qpn_range_of_slot(kSlot);
+  const QpnRange other = qpn_range_of_slot(kSlot + 1);
+  const auto ours = bth_packet(mine.base + 7, 20, 1);
+  const auto theirs = bth_packet(other.base + 7, 20, 2);
+  ASSERT_EQ(send_one(*tx_port, theirs, ip("127.0.0.1"), rx_port->port()), 1u);
+  ASSERT_EQ(send_one(*tx_port, ours, ip("127.0.0.1"), rx_port->port()), 1u);
+  auto got = read_ring(*ring, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes, ours);
+  // The other slot's datagram is left to the socket, whose port (alone in its group) gets it
+  // and counts it as for a slot nobody owns.
+  EXPECT_TRUE(receive_gro(*rx_port, 1, 200ms).empty());
+  EXPECT_EQ(rx_port->counters().rx_drop_no_owner, 1u);
+}
+
+TEST_F(RxRingTest, IPv6DatagramsComeWithTheirTrafficClass) {
+  open("::1");
+  if (!ring) return;
+  const auto pkt = bth_packet(0x33, 64, 0xC3);
+  ASSERT_EQ(send_one(*tx_port, pkt, ip("::1"), rx_port->port(), 0x8A), 1u);
+  auto got = read_ring(*ring, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes, pkt);
+  EXPECT_TRUE(got[0].meta.ip.ipv6);
+  EXPECT_EQ(got[0].meta.ip.src, ip("::1").bytes);
+  EXPECT_EQ(got[0].meta.ip.sport, tx_port->port());
+  EXPECT_EQ(got[0].meta.tos, 0x8A);
+  EXPECT_EQ(got[0].meta.ttl, 64);
+  EXPECT_FALSE(got[0].meta.ip_id_known);
+  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+}
+
+TEST(RxRingFilter, TooManyAddressesAreRefusedWithTheFix) {
+  RxRingConfig rc;
+  for (int i = 0; i <= RxRing::kMaxAddresses; ++i) {
+    rc.addrs.push_back(IpAddr::v4(10, 0, 0, static_cast<uint8_t>(i + 1)));
+  }
+  EXPECT_TRUE(build_ring_filter(rc).empty());
+  auto r = RxRing::open(rc);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_NE(r.error().message.find("UROCE_DEVICE_ADDR"), std::string::npos) << r.error().message;
+  rc.addrs.pop_back();
+  EXPECT_FALSE(build_ring_filter(rc).empty());
+}
+
+}  // namespace
+}  // namespace uroce::net
+
+namespace uroce::net {
+namespace {
+
+// UdpPacketIo in ring mode: a message too large for a frame comes from the socket, but in
+// the place its marker holds in the ring: after what arrived before it, before what after.
+TEST(RxRingPacketIo, ALargeMessageKeepsItsPlaceAmongTheRingsDatagrams) {
+  UdpPortConfig c = testing::unshared("127.0.0.1");
+  c.gro = true;
+  auto rx = UdpPort::open(c);
+  ASSERT_TRUE(rx) << rx.error().message;
+  const uint16_t port = rx.value()->port();
+  RxRingConfig rc;
+  rc.port = port;
+  rc.addrs = {testing::ip("127.0.0.1")};
+  auto ring = RxRing::open(rc);
+  if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
+  ASSERT_TRUE(ring) << ring.error().message;
+  ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
+  std::vector<std::unique_ptr<UdpPort>> ports;
+  ports.push_back(std::move(rx.value()));
+  UdpPacketIo io(std::move(ports), port, nullptr, std::move(ring.value()));
+
+  UdpPortConfig tc = testing::unshared("127.0.0.1");
+  tc.gso = true;
+  auto tx = UdpPort::open(tc);
+  ASSERT_TRUE(tx) << tx.error().message;
+  // small, large GSO message (3 x 4000), small: in three sends, so three messages.
+  const auto first = testing::bth_packet(0x20, 100, 1);
+  const auto big = testing::bth_packet(0x20, 4000, 2);
+  const auto last = testing::bth_packet(0x20, 100, 3);
+  ASSERT_EQ(testing::send_one(*tx.value(), first, testing::ip("127.0.0.1"), port), 1u);
+  std::vector<TxDatagram> burst(3);
+  for (auto& d : burst) {
+    d.data = big;
+    d.ip.dst = testing::ip("127.0.0.1").bytes;
+    d.ip.dport = port;
+  }
+  ASSERT_EQ(tx.value()->send_burst(burst), 3u);
+  ASSERT_EQ(testing::send_one(*tx.value(), last, testing::ip("127.0.0.1"), port), 1u);
+
+  std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(device::kPacketBufferSize));
+  std::vector<device::RxPacket> pkts(64);
+  std::vector<uint8_t> fills;
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (fills.size() < 5 && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < pkts.size(); ++i) pkts[i].buf = bufs[i];
+    const size_t n = io.rx_burst(pkts);
+    for (size_t i = 0; i < n; ++i) fills.push_back(pkts[i].bytes()[20]);
+    if (n == 0) io.wait(5ms, false);
+  }
+  EXPECT_EQ(fills, (std::vector<uint8_t>{1, 2, 2, 2, 3}));
+  EXPECT_EQ(io.ring()->counters().markers, 1u);
+  EXPECT_EQ(io.ring()->counters().marker_timeouts, 0u);
+  EXPECT_EQ(io.ring()->counters().datagrams, 2u);
+}
+
+}  // namespace
+}  // namespace uroce::net
+
+namespace uroce::net {
+namespace {
+
+// Many messages of three kinds (a lone datagram, a GSO message that fits a frame, one that
+// does not), received in passes of varying room: every datagram comes once, in order.
+TEST(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
+  UdpPortConfig c = testing::unshared("127.0.0.1");
+  c.gro = true;
+  auto rx = UdpPort::open(c);
+  ASSERT_TRUE(rx) << rx.error().message;
+  const uint16_t port = rx.value()->port();
+  RxRingConfig rc;
+  rc.port = port;
+  rc.addrs = {testing::ip("127.0.0.1")};
+  auto ring = RxRing::open(rc);
+  if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
+  ASSERT_TRUE(ring) << ring.error().message;
+  ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
+  std::vector<std::unique_ptr<UdpPort>> ports;
+  ports.push_back(std::move(rx.value()));
+  UdpPacketIo io(std::move(ports), port, nullptr, std::move(ring.value()));
+  UdpPortConfig tc = testing::unshared("127.0.0.1");
+  tc.gso = true;
+  auto tx = UdpPort::open(tc);
+  ASSERT_TRUE(tx) << tx.error().message;
+
+  // Datagram k carries k in bytes 12..15 (after the BTH).
+  uint32_t next = 0;
+  std::vector<std::vector<uint8_t>> store;
+  auto message = [&](size_t count, size_t payload) {
+    std::vector<TxDatagram> burst(count);
+    store.assign(count, {});
+    for (size_t i = 0; i < count; ++i) {
+      store[i] = testing::bth_packet(0x20, payload);
+      std::memcpy(store[i].data() + 12, &next, 4);
+      ++next;
+      burst[i].data = store[i];
+      burst[i].ip.dst = testing::ip("127.0.0.1").bytes;
+      burst[i].ip.dport = port;
+    }
+    ASSERT_EQ(tx.value()->send_burst(burst), count);
+  };
+  std::vector<uint32_t> got;
+  std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(device::kPacketBufferSize));
+  std::vector<device::RxPacket> pkts(64);
+  size_t room = 1;
+  auto receive = [&](uint32_t until, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (got.size() < until && std::chrono::steady_clock::now() < deadline) {
+      room = room % 7 + 1;  // 2, 3, .. 7, 1, ..: passes that cut messages anywhere
+      for (size_t i = 0; i < room; ++i) pkts[i].buf = bufs[i];
+      const size_t n = io.rx_burst(std::span(pkts).first(room));
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t k = 0;
+        std::memcpy(&k, pkts[i].bytes().data() + 12, 4);
+        got.push_back(k);
+      }
+      if (n == 0) io.wait(1ms, false);
+    }
+  };
+  for (int round = 0; round < 40; ++round) {
+    message(1, 200);                        // the ring
+    message(5, 1000);                       // the ring, one GSO frame
+    message(6, 2000);                       // the socket, a marker in the ring
+    message(1, 3000);                       // the ring
+    message(3, 3000);                       // the socket
+    if (round % 4 == 3) receive(next, 2s);  // let a few rounds queue up, then drain
+  }
+  receive(next, 2s);
+  std::vector<uint32_t> want(next);
+  for (uint32_t k = 0; k < next; ++k) want[k] = k;
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(io.ring()->counters().markers, 80u);
+  EXPECT_EQ(io.ring()->counters().marker_timeouts, 0u);
+}
+
+}  // namespace
+}  // namespace uroce::net
