@@ -163,7 +163,7 @@ int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
     // fewer cores than spinning threads it otherwise waits for a whole scheduler slice
     // (milliseconds). Not on every empty poll: a sched_yield is a system call (over a
     // microsecond on a VM), and while this thread polls the progress thread is parked.
-    if (++empty_polls_ % kPollsPerYield == 0) std::this_thread::yield();
+    busy_turn();
     return 0;
   }
   if (n != 0 || !channel_) return n;
@@ -176,7 +176,19 @@ int PerfContext::poll(std::span<transport::Wc> out, Nanos max_wait) {
 }
 
 void PerfContext::idle_turn() {
-  if (channel_ || ++empty_polls_ % kPollsPerYield == 0) std::this_thread::yield();
+  if (channel_) {
+    std::this_thread::yield();
+  } else {
+    busy_turn();
+  }
+}
+
+void PerfContext::busy_turn() {
+  if (++empty_polls_ % kPollsPerClock != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_yield_ < kYieldInterval) return;
+  std::this_thread::yield();
+  last_yield_ = std::chrono::steady_clock::now();
 }
 
 transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length) {

@@ -3,6 +3,7 @@
 // perf_protocol.hpp says. Client and server build the same thing from the same PerfSetup.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,8 +64,8 @@ class PerfContext {
   // channel up to `max_wait` first. Negative on a CQ error.
   int poll(std::span<transport::Wc> out, Nanos max_wait);
   [[nodiscard]] bool events() const { return channel_.has_value(); }  // -e
-  // An empty turn of a wait on memory (write_lat): yields the CPU, every turn with -e, every
-  // kPollsPerYield-th busy polling (as an empty poll() does).
+  // An empty turn of a wait on memory (write_lat): yields the CPU, every turn with -e, busy
+  // polling as an empty poll() does.
   void idle_turn();
   transport::Status post_recv_slot(int q, uint64_t k, uint32_t length);
 
@@ -86,9 +87,16 @@ class PerfContext {
   std::vector<transport::AhAttr> ahs_;
   uint32_t max_inline_ = 0;
   uint8_t traffic_class_ = 0;
-  // Busy polling yields the CPU once per kPollsPerYield empty polls (poll()).
-  static constexpr uint32_t kPollsPerYield = 16;
+  // Busy polling yields the CPU once kYieldInterval has passed since it last did, looking at
+  // the clock every kPollsPerClock empty polls. By time, not by count: an empty poll is a
+  // system call through the sockets (1-2 us here) but a memory read through a receive ring
+  // (UROCE_RX_RING, some 0.2 us), and a yield (over a microsecond on a VM) every 16 of those
+  // put a third of the arriving packets behind one.
+  void busy_turn();
+  static constexpr uint32_t kPollsPerClock = 16;
+  static constexpr Nanos kYieldInterval = std::chrono::microseconds(25);
   uint32_t empty_polls_ = 0;
+  std::chrono::steady_clock::time_point last_yield_{};
 };
 
 // The one message of a ping-pong latency iteration (write_lat / send_lat), signaled and
