@@ -124,7 +124,7 @@ size_t UdpPacketIo::read_ring(std::span<device::RxPacket> out) {
   for (size_t i = 0; i < n; ++i) {
     const RxDatagram& d = rx_scratch_[i];
     device::RxPacket& p = out[i];
-    p.data = d.buf.data();  // in the ring's frame, valid until its next read
+    p.data = d.buf.data();  // in a ring frame, returned at the next rx_burst (release())
     fill_meta(d, p);
     p.meta.ip_id_known = d.ip_id_known;
   }
