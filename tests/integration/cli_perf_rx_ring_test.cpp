@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli_process.hpp"
 
@@ -28,19 +29,30 @@ void ring_on() {
   setenv("UROCE_RX_RING", "1", 1);
 }
 
-// write_bw --verify with `size`-byte WRITEs through the ring; checks both sides' counters.
-void verify_write_bw(const std::string& size, int count) {
+// `uroce perf TEST -s SIZE` server and client (with `client_args` too), both with the ring:
+// the client's JSON report (null after a failure, already reported).
+nlohmann::json run_perf(const std::string& test, const std::string& size,
+                        const std::vector<std::string>& client_args) {
   const uint16_t tcp = next_port();
   const uint16_t udp = next_port();
-  Process srv({"perf", "write_bw", "-p", std::to_string(tcp), "--timeout", "60"}, udp, ring_on);
-  Process cli({"perf", "write_bw", "127.0.0.1", "-p", std::to_string(tcp), "-s", size, "-n",
-               std::to_string(count), "--verify", "--json", "--timeout", "60"},
-              udp, ring_on);
+  Process srv({"perf", test, "-p", std::to_string(tcp), "-s", size, "--timeout", "60"}, udp,
+              ring_on);
+  std::vector<std::string> args = {"perf", test, "127.0.0.1", "-p",        std::to_string(tcp),
+                                   "-s",   size, "--json",    "--timeout", "60"};
+  args.insert(args.end(), client_args.begin(), client_args.end());
+  Process cli(args, udp, ring_on);
   const int cli_rc = cli.wait(seconds(90));
   const int srv_rc = srv.wait(seconds(30));
-  ASSERT_EQ(cli_rc, 0) << cli.err();
-  ASSERT_EQ(srv_rc, 0) << srv.err();
-  const auto j = nlohmann::json::parse(cli.out());
+  EXPECT_EQ(cli_rc, 0) << cli.err();
+  EXPECT_EQ(srv_rc, 0) << srv.err();
+  if (cli_rc != 0 || srv_rc != 0) return {};
+  return nlohmann::json::parse(cli.out());
+}
+
+// write_bw --verify with `size`-byte WRITEs through the ring; checks both sides' counters.
+void verify_write_bw(const std::string& size, int count) {
+  const auto j = run_perf("write_bw", size, {"-n", std::to_string(count), "--verify"});
+  ASSERT_FALSE(j.is_null());
   ASSERT_EQ(j["ok"], true);
   EXPECT_EQ(j["verify"]["passed"], true);
   EXPECT_EQ(j["verify"]["checked_bytes"], static_cast<uint64_t>(count) * std::stoull(size));
@@ -73,18 +85,8 @@ TEST(CliPerfRxRing, MixedSizesKeepTheirOrderBetweenRingAndSocket) {
 
 TEST(CliPerfRxRing, SendLatRunsThroughTheRing) {
   if (!have_cap_net_raw()) GTEST_SKIP() << "needs CAP_NET_RAW";
-  const uint16_t tcp = next_port();
-  const uint16_t udp = next_port();
-  Process srv({"perf", "send_lat", "-p", std::to_string(tcp), "-s", "8", "--timeout", "60"}, udp,
-              ring_on);
-  Process cli({"perf", "send_lat", "127.0.0.1", "-p", std::to_string(tcp), "-s", "8", "-n", "2000",
-               "--json", "--timeout", "60"},
-              udp, ring_on);
-  const int cli_rc = cli.wait(seconds(90));
-  const int srv_rc = srv.wait(seconds(30));
-  ASSERT_EQ(cli_rc, 0) << cli.err();
-  ASSERT_EQ(srv_rc, 0) << srv.err();
-  const auto j = nlohmann::json::parse(cli.out());
+  const auto j = run_perf("send_lat", "8", {"-n", "2000"});
+  ASSERT_FALSE(j.is_null());
   ASSERT_EQ(j["ok"], true);
   const auto& lc = j["local"]["counters"];
   const auto& rc = j["remote"]["counters"];

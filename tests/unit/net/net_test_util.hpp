@@ -67,8 +67,10 @@ inline std::vector<Got> receive(UdpPort& port, size_t count, std::chrono::millis
   while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
     for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
     size_t n = port.recv_burst(rx);
+    // rx[i].buf: the caller's buffer, or the port's own memory (UDP GRO hands out in place).
     for (size_t i = 0; i < n; ++i)
-      out.push_back({std::vector<uint8_t>(bufs[i].begin(), bufs[i].begin() + rx[i].len), rx[i]});
+      out.push_back(
+          {std::vector<uint8_t>(rx[i].buf.begin(), rx[i].buf.begin() + rx[i].len), rx[i]});
     if (n == 0) (void)port.wait(std::chrono::milliseconds(5));
   }
   return out;

@@ -25,14 +25,9 @@ using testing::ip;
 using testing::send_one;
 using testing::unshared;
 
-struct RingGot {
-  std::vector<uint8_t> bytes;
-  RxDatagram meta;
-};
-
 // Reads the ring until `count` datagrams came or `timeout` passed (copies them out).
-std::vector<RingGot> read_ring(RxRing& ring, size_t count, std::chrono::milliseconds timeout) {
-  std::vector<RingGot> got;
+std::vector<testing::Got> read_ring(RxRing& ring, size_t count, std::chrono::milliseconds timeout) {
+  std::vector<testing::Got> got;
   std::vector<RxDatagram> rx(8);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
@@ -46,24 +41,6 @@ std::vector<RingGot> read_ring(RxRing& ring, size_t count, std::chrono::millisec
       pollfd p{ring.fd(), POLLIN, 0};
       (void)poll(&p, 1, 5);
     }
-  }
-  return got;
-}
-
-// testing::receive for a port with UDP GRO: the datagrams are handed out in place.
-std::vector<RingGot> receive_gro(UdpPort& port, size_t count, std::chrono::milliseconds timeout) {
-  std::vector<RingGot> got;
-  std::vector<std::vector<uint8_t>> bufs(UdpPort::kMaxBurst, std::vector<uint8_t>(9000));
-  std::vector<RxDatagram> rx(UdpPort::kMaxBurst);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
-    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
-    const size_t n = port.recv_burst(rx);
-    for (size_t i = 0; i < n; ++i) {
-      got.push_back(
-          {std::vector<uint8_t>(rx[i].buf.begin(), rx[i].buf.begin() + rx[i].len), rx[i]});
-    }
-    if (n == 0) (void)port.wait(std::chrono::milliseconds(5));
   }
   return got;
 }
@@ -123,7 +100,7 @@ TEST_F(RxRingTest, ADataDatagramComesThroughTheRingWithItsHeadersAndNotThroughTh
   EXPECT_TRUE(m.ip.ipv4_df);
   EXPECT_EQ(ring->counters().datagrams, 1u);
   // The socket's filter dropped its copy.
-  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+  EXPECT_TRUE(testing::receive(*rx_port, 1, 100ms).empty());
   // Nothing more in the ring either.
   EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
 }
@@ -144,7 +121,7 @@ TEST_F(RxRingTest, QpOneProbesRuntsAndOtherPortsStayOnTheSockets) {
   ASSERT_EQ(send_one(*tx_port, runt, ip("127.0.0.1"), rx_port->port()), 1u);
   // A data datagram to another port (the sender's own) is not ours either.
   ASSERT_EQ(send_one(*rx_port, bth_packet(0x20), ip("127.0.0.1"), tx_port->port()), 1u);
-  auto on_socket = receive_gro(*rx_port, 3, 2s);  // the probe is counted, not returned
+  auto on_socket = testing::receive(*rx_port, 3, 2s);  // the probe is counted, not returned
   ASSERT_EQ(on_socket.size(), 3u);
   EXPECT_EQ(on_socket[0].bytes, mad);
   EXPECT_EQ(on_socket[1].bytes, multicast);
@@ -186,7 +163,7 @@ TEST_F(RxRingTest, AGsoMessageIsCutIntoItsDatagramsInOrder) {
   }
   EXPECT_EQ(ring->counters().frames, 1u);
   EXPECT_EQ(ring->counters().gso_frames, 1u);
-  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+  EXPECT_TRUE(testing::receive(*rx_port, 1, 100ms).empty());
 }
 
 TEST_F(RxRingTest, AGsoMessageLargerThanAFrameStaysOnTheSocketBehindAMarker) {
@@ -202,7 +179,7 @@ TEST_F(RxRingTest, AGsoMessageLargerThanAFrameStaysOnTheSocketBehindAMarker) {
     tx.push_back(d);
   }
   ASSERT_EQ(tx_port->send_burst(tx), tx.size());
-  auto on_socket = receive_gro(*rx_port, 3, 2s);
+  auto on_socket = testing::receive(*rx_port, 3, 2s);
   ASSERT_EQ(on_socket.size(), 3u);
   for (const auto& g : on_socket) {
     ASSERT_EQ(g.bytes.size(), pkts[0].size());
@@ -236,7 +213,7 @@ TEST_F(RxRingTest, ASharedPortsRingTakesOnlyItsSlot) {
   EXPECT_EQ(got[0].bytes, ours);
   // The other slot's datagram is left to the socket, whose port (alone in its group) gets it
   // and counts it as for a slot nobody owns.
-  EXPECT_TRUE(receive_gro(*rx_port, 1, 200ms).empty());
+  EXPECT_TRUE(testing::receive(*rx_port, 1, 200ms).empty());
   EXPECT_EQ(rx_port->counters().rx_drop_no_owner, 1u);
 }
 
@@ -254,7 +231,7 @@ TEST_F(RxRingTest, IPv6DatagramsComeWithTheirTrafficClass) {
   EXPECT_EQ(got[0].meta.tos, 0x8A);
   EXPECT_EQ(got[0].meta.ttl, 64);
   EXPECT_FALSE(got[0].meta.ip_id_known);
-  EXPECT_TRUE(receive_gro(*rx_port, 1, 100ms).empty());
+  EXPECT_TRUE(testing::receive(*rx_port, 1, 100ms).empty());
 }
 
 TEST(RxRingFilter, TooManyAddressesAreRefusedWithTheFix) {
@@ -271,48 +248,63 @@ TEST(RxRingFilter, TooManyAddressesAreRefusedWithTheFix) {
   EXPECT_FALSE(build_ring_filter(rc).empty());
 }
 
-}  // namespace
-}  // namespace uroce::net
-
-namespace uroce::net {
-namespace {
-
-// UdpPacketIo in ring mode: a message too large for a frame comes from the socket, but in
-// the place its marker holds in the ring: after what arrived before it, before what after.
-TEST(RxRingPacketIo, ALargeMessageKeepsItsPlaceAmongTheRingsDatagrams) {
-  UdpPortConfig c = testing::unshared("127.0.0.1");
-  c.gro = true;
-  auto rx = UdpPort::open(c);
-  ASSERT_TRUE(rx) << rx.error().message;
-  const uint16_t port = rx.value()->port();
-  RxRingConfig rc;
-  rc.port = port;
-  rc.addrs = {testing::ip("127.0.0.1")};
-  auto ring = RxRing::open(rc);
-  if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
-  ASSERT_TRUE(ring) << ring.error().message;
-  ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
-  std::vector<std::unique_ptr<UdpPort>> ports;
-  ports.push_back(std::move(rx.value()));
-  UdpPacketIo io(std::move(ports), port, nullptr, std::move(ring.value()));
-
-  UdpPortConfig tc = testing::unshared("127.0.0.1");
-  tc.gso = true;
-  auto tx = UdpPort::open(tc);
-  ASSERT_TRUE(tx) << tx.error().message;
-  // small, large GSO message (3 x 4000), small: in three sends, so three messages.
-  const auto first = testing::bth_packet(0x20, 100, 1);
-  const auto big = testing::bth_packet(0x20, 4000, 2);
-  const auto last = testing::bth_packet(0x20, 100, 3);
-  ASSERT_EQ(testing::send_one(*tx.value(), first, testing::ip("127.0.0.1"), port), 1u);
-  std::vector<TxDatagram> burst(3);
-  for (auto& d : burst) {
-    d.data = big;
-    d.ip.dst = testing::ip("127.0.0.1").bytes;
-    d.ip.dport = port;
+// UdpPacketIo in ring mode over an unshared port of 127.0.0.1 with UDP GRO, and a sending
+// port with UDP GSO.
+class RxRingPacketIo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UdpPortConfig c = unshared("127.0.0.1");
+    c.gro = true;
+    auto rx = UdpPort::open(c);
+    ASSERT_TRUE(rx) << rx.error().message;
+    port = rx.value()->port();
+    RxRingConfig rc;
+    rc.port = port;
+    rc.addrs = {ip("127.0.0.1")};
+    auto ring = RxRing::open(rc);
+    if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
+    ASSERT_TRUE(ring) << ring.error().message;
+    ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
+    std::vector<std::unique_ptr<UdpPort>> ports;
+    ports.push_back(std::move(rx.value()));
+    io = std::make_unique<UdpPacketIo>(std::move(ports), port, nullptr, std::move(ring.value()));
+    UdpPortConfig tc = unshared("127.0.0.1");
+    tc.gso = true;
+    auto t = UdpPort::open(tc);
+    ASSERT_TRUE(t) << t.error().message;
+    tx = std::move(t.value());
   }
-  ASSERT_EQ(tx.value()->send_burst(burst), 3u);
-  ASSERT_EQ(testing::send_one(*tx.value(), last, testing::ip("127.0.0.1"), port), 1u);
+  // Sends `count` datagrams of `payload` bytes after a BTH in one send_burst (one GSO message
+  // when there are several); `fill(i)` gives datagram i's contents.
+  template <typename Fill>
+  void send(size_t count, size_t payload, Fill fill) {
+    std::vector<std::vector<uint8_t>> store(count);
+    std::vector<TxDatagram> burst(count);
+    for (size_t i = 0; i < count; ++i) {
+      store[i] = bth_packet(0x20, payload);
+      fill(i, store[i]);
+      burst[i].data = store[i];
+      burst[i].ip.dst = ip("127.0.0.1").bytes;
+      burst[i].ip.dport = port;
+    }
+    ASSERT_EQ(tx->send_burst(burst), count);
+  }
+  uint16_t port = 0;
+  std::unique_ptr<UdpPacketIo> io;
+  std::unique_ptr<UdpPort> tx;
+};
+
+// A message too large for a frame comes from the socket, but in
+// the place its marker holds in the ring: a message too large for a frame comes from the socket,
+// but in the place its marker holds in the ring: after what arrived before it, before what after.
+TEST_F(RxRingPacketIo, ALargeMessageKeepsItsPlaceAmongTheRingsDatagrams) {
+  // small, large GSO message (3 x 4000), small: in three sends, so three messages.
+  auto fill_with = [](uint8_t v) {
+    return [v](size_t, std::vector<uint8_t>& d) { std::fill(d.begin() + 12, d.end(), v); };
+  };
+  send(1, 100, fill_with(1));
+  send(3, 4000, fill_with(2));
+  send(1, 100, fill_with(3));
 
   std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(device::kPacketBufferSize));
   std::vector<device::RxPacket> pkts(64);
@@ -320,60 +312,26 @@ TEST(RxRingPacketIo, ALargeMessageKeepsItsPlaceAmongTheRingsDatagrams) {
   const auto deadline = std::chrono::steady_clock::now() + 2s;
   while (fills.size() < 5 && std::chrono::steady_clock::now() < deadline) {
     for (size_t i = 0; i < pkts.size(); ++i) pkts[i].buf = bufs[i];
-    const size_t n = io.rx_burst(pkts);
+    const size_t n = io->rx_burst(pkts);
     for (size_t i = 0; i < n; ++i) fills.push_back(pkts[i].bytes()[20]);
-    if (n == 0) io.wait(5ms, false);
+    if (n == 0) io->wait(5ms, false);
   }
   EXPECT_EQ(fills, (std::vector<uint8_t>{1, 2, 2, 2, 3}));
-  EXPECT_EQ(io.ring()->counters().markers, 1u);
-  EXPECT_EQ(io.ring()->counters().marker_timeouts, 0u);
-  EXPECT_EQ(io.ring()->counters().datagrams, 2u);
+  EXPECT_EQ(io->ring()->counters().markers, 1u);
+  EXPECT_EQ(io->ring()->counters().marker_timeouts, 0u);
+  EXPECT_EQ(io->ring()->counters().datagrams, 2u);
 }
-
-}  // namespace
-}  // namespace uroce::net
-
-namespace uroce::net {
-namespace {
 
 // Many messages of three kinds (a lone datagram, a GSO message that fits a frame, one that
 // does not), received in passes of varying room: every datagram comes once, in order.
-TEST(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
-  UdpPortConfig c = testing::unshared("127.0.0.1");
-  c.gro = true;
-  auto rx = UdpPort::open(c);
-  ASSERT_TRUE(rx) << rx.error().message;
-  const uint16_t port = rx.value()->port();
-  RxRingConfig rc;
-  rc.port = port;
-  rc.addrs = {testing::ip("127.0.0.1")};
-  auto ring = RxRing::open(rc);
-  if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
-  ASSERT_TRUE(ring) << ring.error().message;
-  ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
-  std::vector<std::unique_ptr<UdpPort>> ports;
-  ports.push_back(std::move(rx.value()));
-  UdpPacketIo io(std::move(ports), port, nullptr, std::move(ring.value()));
-  UdpPortConfig tc = testing::unshared("127.0.0.1");
-  tc.gso = true;
-  auto tx = UdpPort::open(tc);
-  ASSERT_TRUE(tx) << tx.error().message;
-
+TEST_F(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
   // Datagram k carries k in bytes 12..15 (after the BTH).
   uint32_t next = 0;
-  std::vector<std::vector<uint8_t>> store;
   auto message = [&](size_t count, size_t payload) {
-    std::vector<TxDatagram> burst(count);
-    store.assign(count, {});
-    for (size_t i = 0; i < count; ++i) {
-      store[i] = testing::bth_packet(0x20, payload);
-      std::memcpy(store[i].data() + 12, &next, 4);
+    send(count, payload, [&](size_t, std::vector<uint8_t>& d) {
+      std::memcpy(d.data() + 12, &next, 4);
       ++next;
-      burst[i].data = store[i];
-      burst[i].ip.dst = testing::ip("127.0.0.1").bytes;
-      burst[i].ip.dport = port;
-    }
-    ASSERT_EQ(tx.value()->send_burst(burst), count);
+    });
   };
   std::vector<uint32_t> got;
   std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(device::kPacketBufferSize));
@@ -384,13 +342,13 @@ TEST(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
     while (got.size() < until && std::chrono::steady_clock::now() < deadline) {
       room = room % 7 + 1;  // 2, 3, .. 7, 1, ..: passes that cut messages anywhere
       for (size_t i = 0; i < room; ++i) pkts[i].buf = bufs[i];
-      const size_t n = io.rx_burst(std::span(pkts).first(room));
+      const size_t n = io->rx_burst(std::span(pkts).first(room));
       for (size_t i = 0; i < n; ++i) {
         uint32_t k = 0;
         std::memcpy(&k, pkts[i].bytes().data() + 12, 4);
         got.push_back(k);
       }
-      if (n == 0) io.wait(1ms, false);
+      if (n == 0) io->wait(1ms, false);
     }
   };
   for (int round = 0; round < 40; ++round) {
@@ -405,8 +363,8 @@ TEST(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
   std::vector<uint32_t> want(next);
   for (uint32_t k = 0; k < next; ++k) want[k] = k;
   EXPECT_EQ(got, want);
-  EXPECT_EQ(io.ring()->counters().markers, 80u);
-  EXPECT_EQ(io.ring()->counters().marker_timeouts, 0u);
+  EXPECT_EQ(io->ring()->counters().markers, 80u);
+  EXPECT_EQ(io->ring()->counters().marker_timeouts, 0u);
 }
 
 }  // namespace
