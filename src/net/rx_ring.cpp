@@ -101,13 +101,29 @@ void emit_bth_checks(FilterAsm& a, uint32_t udp, std::optional<uint32_t> slot, i
   }
 }
 
+// Jumps to `leave` unless the packet arrived on one of `ifindexes` (none: any). A is
+// clobbered.
+void emit_interface_check(FilterAsm& a, const std::vector<int>& ifindexes, int leave) {
+  if (ifindexes.empty()) return;
+  const int ours = a.label();
+  a.stmt(BPF_LD | BPF_W | BPF_ABS, static_cast<uint32_t>(SKF_AD_OFF + SKF_AD_IFINDEX));
+  for (size_t i = 0; i < ifindexes.size(); ++i) {
+    a.jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(ifindexes[i]), ours,
+           i + 1 == ifindexes.size() ? leave : FilterAsm::kNext);
+  }
+  a.bind(ours);
+}
+
 }  // namespace
 
 std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
   std::vector<const IpAddr*> v4;
   std::vector<const IpAddr*> v6;
   for (const IpAddr& ip : config.addrs) (ip.is_v4() ? v4 : v6).push_back(&ip);
-  if (v4.size() > RxRing::kMaxAddresses || v6.size() > RxRing::kMaxAddresses) return {};
+  if (v4.size() > RxRing::kMaxAddresses || v6.size() > RxRing::kMaxAddresses ||
+      config.ifindexes.size() > RxRing::kMaxInterfaces) {
+    return {};
+  }
 
   FilterAsm a;
   const int take = a.label();
@@ -115,6 +131,7 @@ std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
   const int ipv4 = a.label();
   const int ipv6 = a.label();
   const int udp = a.label();  // X = the UDP header's offset from the network header
+  emit_interface_check(a, config.ifindexes, leave);
   a.stmt(BPF_LD | BPF_B | BPF_ABS, kNet + 0);
   a.stmt(BPF_ALU | BPF_RSH | BPF_K, 4);
   a.jump(BPF_JMP | BPF_JEQ | BPF_K, 4, ipv4, FilterAsm::kNext);
@@ -181,10 +198,13 @@ std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
   return a.finish();
 }
 
-std::vector<sock_filter> build_socket_drop_filter(std::optional<uint32_t> slot) {
+std::vector<sock_filter> build_socket_drop_filter(std::optional<uint32_t> slot,
+                                                  const std::vector<int>& ifindexes) {
+  if (ifindexes.size() > RxRing::kMaxInterfaces) return {};
   FilterAsm a;
   const int ring_has_it = a.label();
   const int keep = a.label();
+  emit_interface_check(a, ifindexes, keep);
   a.stmt(BPF_LD | BPF_W | BPF_LEN, 0);  // UDP header + payload (or a whole GRO message)
   a.jump(BPF_JMP | BPF_JGT | BPF_K, RxRing::kMaxUdpLength, keep, FilterAsm::kNext);
   a.jump(BPF_JMP | BPF_JGE | BPF_K, kMinRoceUdp, FilterAsm::kNext, keep);

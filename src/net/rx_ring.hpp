@@ -52,6 +52,12 @@ struct RxRingConfig {
   uint16_t port = kRoceV2Port;   // UDP destination port
   std::vector<IpAddr> addrs;     // the device's bound addresses (IPv4 and IPv6)
   std::optional<uint32_t> slot;  // a shared port: only this QPN slot's datagrams
+  // The interfaces whose packets the ring takes: the device's netdev and `lo` (what this host
+  // sends itself crosses it). Not every interface: a packet received on a bridge port, a bond
+  // slave or a VLAN's lower device passes the packet taps once there and once more on the
+  // upper device, and would arrive twice. A datagram to our address that comes in on another
+  // interface (asymmetric routing) stays on the sockets. Empty: every interface (tests).
+  std::vector<int> ifindexes;
 };
 
 struct RxRingCounters {
@@ -76,6 +82,7 @@ class RxRing {
   static constexpr uint32_t kMaxUdpLength = kFrameBytes - 256;
   static constexpr uint32_t kMarkerBytes = 160;
   static constexpr int kMaxAddresses = 16;  // per family, so that the filter's jumps fit
+  static constexpr int kMaxInterfaces = 16;
 
   // Needs CAP_NET_RAW; otherwise a one-line error naming the fix.
   [[nodiscard]] static NetResult<std::unique_ptr<RxRing>> open(const RxRingConfig& config);
@@ -141,8 +148,9 @@ class RxRing {
 // empty if the addresses do not fit (more than kMaxAddresses of a family).
 [[nodiscard]] std::vector<sock_filter> build_ring_filter(const RxRingConfig& config);
 // The UDP sockets' filter in ring mode (offset 0 = the UDP header): drops the datagrams the
-// ring takes, keeps the rest.
-[[nodiscard]] std::vector<sock_filter> build_socket_drop_filter(std::optional<uint32_t> slot);
+// ring takes (those to `slot`, arrived on one of `ifindexes` when not empty), keeps the rest.
+[[nodiscard]] std::vector<sock_filter> build_socket_drop_filter(std::optional<uint32_t> slot,
+                                                                const std::vector<int>& ifindexes);
 // The filters' BTH rule in C++: whether a datagram (or a GSO message, by its first
 // datagram) with this UDP payload to our address and port is the ring's, whatever its size.
 [[nodiscard]] bool ring_takes_payload(std::span<const uint8_t> udp_payload,

@@ -1,5 +1,6 @@
 #include "net/udp_device.hpp"
 
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -644,11 +645,16 @@ NetResult<std::unique_ptr<device::Device>> open_udp_device(const UdpDeviceOption
     rc.port = options.udp_port;
     for (const auto& p : udp_ports) rc.addrs.push_back(p->local());
     rc.slot = udp_ports.front()->slot();
+    rc.ifindexes.push_back(chosen->port.netdev.ifindex);
+    if (const unsigned lo = if_nametoindex("lo");
+        lo != 0 && static_cast<int>(lo) != rc.ifindexes[0]) {
+      rc.ifindexes.push_back(static_cast<int>(lo));
+    }
     auto opened = RxRing::open(rc);
     if (!opened) return opened.error();
     ring = std::move(opened.value());
     for (const auto& p : udp_ports) {
-      if (const int err = p->hand_data_to_ring(); err != 0) {
+      if (const int err = p->hand_data_to_ring(rc.ifindexes); err != 0) {
         return NetError{err, "UROCE_RX_RING: cannot hand UDP " +
                                  endpoint_string(p->local(), p->port()) + " over to the ring: " +
                                  (err == EOPNOTSUPP ? std::string("the kernel has no UDP GRO")

@@ -834,19 +834,20 @@ bool UdpPort::keep_datagram(RxDatagram& d) {
   return false;
 }
 
-int UdpPort::hand_data_to_ring() {
+int UdpPort::hand_data_to_ring(const std::vector<int>& ifindexes) {
   // The ring's filter and this socket's must judge the same skb: with UDP GRO a GSO message
   // from loopback or a veth reaches the socket whole, as the ring saw it; without, the kernel
   // cuts it first, and a message too large for a ring frame would be dropped here piece by
   // piece as if the ring had it.
   if (!gro_) return EOPNOTSUPP;
-  const std::vector<sock_filter> prog = build_socket_drop_filter(slot_);
+  const std::vector<sock_filter> prog = build_socket_drop_filter(slot_, ifindexes);
   const sock_fprog fprog{static_cast<unsigned short>(prog.size()),
                          const_cast<sock_filter*>(prog.data())};
   if (prog.empty() || setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) != 0) {
     return prog.empty() ? EINVAL : errno;
   }
   ring_takes_data_ = true;
+  ring_ifindexes_ = ifindexes;
   return 0;
 }
 
@@ -980,7 +981,9 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out, size_t max_messages) {
       gro_seg_[e] = gro_segment_size(h, gro_len_[e]);
       if (gro_seg_[e] < gro_len_[e]) ++counters_.rx_gro_messages;
       if (ring_takes_data_ && gro_len_[e] + 8 > RxRing::kMaxUdpLength &&
-          ring_takes_payload({gro_area_.get() + e * kGroBytes, gro_len_[e]}, slot_)) {
+          ring_takes_payload({gro_area_.get() + e * kGroBytes, gro_len_[e]}, slot_) &&
+          (ring_ifindexes_.empty() || std::find(ring_ifindexes_.begin(), ring_ifindexes_.end(),
+                                                gro_meta_[e].ifindex) != ring_ifindexes_.end())) {
         ++counters_.rx_ring_large_messages;
       }
     }

@@ -211,7 +211,8 @@ class UdpPort {
   // ring of this process takes (build_socket_drop_filter for this port's slot). The kernel
   // counts those drops with its own, so the socket's drop count stops feeding rx_discards.
   // 0, or the errno of SO_ATTACH_FILTER.
-  int hand_data_to_ring();
+  // `ifindexes`: RxRingConfig::ifindexes, the interfaces the ring watches.
+  int hand_data_to_ring(const std::vector<int>& ifindexes);
   [[nodiscard]] bool ring_takes_data() const { return ring_takes_data_; }
 
   // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
@@ -300,6 +301,7 @@ class UdpPort {
   UdpPortCounters counters_;
   uint32_t kernel_drops_seen_ = 0;  // the kernel's 32-bit count as last seen
   bool ring_takes_data_ = false;
+  std::vector<int> ring_ifindexes_;  // hand_data_to_ring's (empty: every interface)
   std::atomic<uint64_t> rx_discards_{0};
   std::atomic<uint64_t> rx_misdelivered_{0};
   std::atomic<uint64_t> rx_no_owner_{0};

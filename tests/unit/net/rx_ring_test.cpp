@@ -5,6 +5,7 @@
 #include "net/rx_ring.hpp"
 
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -49,7 +50,9 @@ class RxRingTest : public ::testing::Test {
  protected:
   // A receiving port handed over to a ring on its address, and a sending port.
   // `slot`: the receiving port shares fixed port kSharedPort and owns that QPN slot.
-  void open(const char* addr, std::optional<int> slot = std::nullopt, bool sender_gso = false) {
+  // `ifindexes`: the interfaces the ring watches (`lo`, which all this traffic crosses).
+  void open(const char* addr, std::optional<int> slot = std::nullopt, bool sender_gso = false,
+            std::vector<int> ifindexes = {kLo}) {
     UdpPortConfig c = slot ? testing::shared(addr, kSharedPort, dir.path(), *slot) : unshared(addr);
     c.gro = true;  // ring mode needs it (UdpPort::hand_data_to_ring)
     auto r = UdpPort::open(c);
@@ -59,11 +62,12 @@ class RxRingTest : public ::testing::Test {
     rc.port = rx_port->port();
     rc.addrs = {ip(addr)};
     rc.slot = rx_port->slot();
+    rc.ifindexes = ifindexes;
     auto opened = RxRing::open(rc);
     if (!opened && opened.error().code == EPERM) GTEST_SKIP() << opened.error().message;
     ASSERT_TRUE(opened) << opened.error().message;
     ring = std::move(opened.value());
-    ASSERT_EQ(rx_port->hand_data_to_ring(), 0);
+    ASSERT_EQ(rx_port->hand_data_to_ring(ifindexes), 0);
     UdpPortConfig tc = unshared(addr);
     tc.gso = sender_gso;
     auto t = UdpPort::open(tc);
@@ -71,6 +75,7 @@ class RxRingTest : public ::testing::Test {
     tx_port = std::move(t.value());
   }
   static constexpr uint16_t kSharedPort = 24851;
+  static inline const int kLo = static_cast<int>(if_nametoindex("lo"));
   testing::TempDir dir;
   // Sends one data datagram with `tos` from tx_port to rx_port over `addr` and checks what
   // the ring tells of it and that the socket dropped its copy; the datagram's metadata.
@@ -230,6 +235,20 @@ TEST_F(RxRingTest, IPv6DatagramsComeWithTheirTrafficClass) {
   EXPECT_FALSE(expect_through_ring("::1", 0x8A).ip_id_known);  // IPv6 has no ID
 }
 
+// A datagram to our address that came in on an interface the ring does not watch (here: it
+// watches only an ifindex nobody has) is the socket's, not lost between the two filters.
+TEST_F(RxRingTest, ADatagramOnAnInterfaceTheRingDoesNotWatchStaysOnTheSocket) {
+  open("127.0.0.1", std::nullopt, false, {kLo + 100000});
+  if (!ring) return;
+  const auto pkt = bth_packet(0x20, 100, 0x3C);
+  ASSERT_EQ(send_one(*tx_port, pkt, ip("127.0.0.1"), rx_port->port()), 1u);
+  auto on_socket = testing::receive(*rx_port, 1, 2s);
+  ASSERT_EQ(on_socket.size(), 1u);
+  EXPECT_EQ(on_socket[0].bytes, pkt);
+  EXPECT_TRUE(read_ring(*ring, 1, 50ms).empty());
+  EXPECT_EQ(ring->counters().frames, 0u);
+}
+
 TEST(RxRingFilter, TooManyAddressesAreRefusedWithTheFix) {
   RxRingConfig rc;
   for (int i = 0; i <= RxRing::kMaxAddresses; ++i) {
@@ -257,10 +276,11 @@ class RxRingPacketIo : public ::testing::Test {
     RxRingConfig rc;
     rc.port = port;
     rc.addrs = {ip("127.0.0.1")};
+    rc.ifindexes = {static_cast<int>(if_nametoindex("lo"))};
     auto ring = RxRing::open(rc);
     if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
     ASSERT_TRUE(ring) << ring.error().message;
-    ASSERT_EQ(rx.value()->hand_data_to_ring(), 0);
+    ASSERT_EQ(rx.value()->hand_data_to_ring(rc.ifindexes), 0);
     std::vector<std::unique_ptr<UdpPort>> ports;
     ports.push_back(std::move(rx.value()));
     io = std::make_unique<UdpPacketIo>(std::move(ports), port, nullptr, std::move(ring.value()));
