@@ -3,10 +3,14 @@
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -224,7 +228,71 @@ bool ring_takes_payload(std::span<const uint8_t> p, std::optional<uint32_t> slot
   return !slot || slot_of_qpn(qpn) == *slot;
 }
 
-NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config) {
+NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config, uint32_t frames) {
+  auto ring = open_ring(config, frames);
+  if (!ring) return ring;
+  if (std::string e = check_gso_frames(); !e.empty()) return NetError{EOPNOTSUPP, e};
+  return ring;
+}
+
+std::string RxRing::check_gso_frames() {
+  // A port of our own on loopback, a small ring watching it, and a GSO message of two
+  // datagrams (BTH-shaped, so the ring's filter takes them) sent to it.
+  const int rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (rx < 0 || bind(rx, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(rx, reinterpret_cast<sockaddr*>(&a), &alen) != 0) {
+    if (rx >= 0) close(rx);
+    return {};  // no loopback to try it on: nothing known against the ring
+  }
+  RxRingConfig rc;
+  rc.port = ntohs(a.sin_port);
+  rc.addrs = {IpAddr::v4(127, 0, 0, 1)};
+  auto ring = open_ring(rc, 4);
+  const int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  std::string error;
+  if (ring && tx >= 0) {
+    std::array<uint8_t, 2 * 64> bytes{};
+    bytes[7] = bytes[64 + 7] = 0x20;  // destination QPN 0x20 in both BTHs
+    iovec iov{bytes.data(), bytes.size()};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(uint16_t))> control{};
+    msghdr m{};
+    m.msg_name = &a;
+    m.msg_namelen = sizeof a;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control.data();
+    m.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = IPPROTO_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    const uint16_t segment = 64;
+    std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    if (sendmsg(tx, &m, 0) == static_cast<ssize_t>(bytes.size())) {
+      std::array<RxDatagram, 2> got{};
+      size_t n = 0;
+      for (int tries = 0; tries < 50 && n < 2; ++tries) {
+        pollfd p{ring.value()->fd(), POLLIN, 0};
+        (void)poll(&p, 1, 10);
+        n += ring.value()->read(std::span<RxDatagram>(got).subspan(n));
+      }
+      if (n != 2 || got[0].len != 64 || got[1].len != 64) {
+        error =
+            "UROCE_RX_RING: this kernel does not hand UDP GSO messages to a packet ring (it "
+            "needs Linux 6.2 or later); unset UROCE_RX_RING";
+      }
+    }
+  }
+  if (tx >= 0) close(tx);
+  close(rx);
+  return error;
+}
+
+NetResult<std::unique_ptr<RxRing>> RxRing::open_ring(const RxRingConfig& config, uint32_t frames) {
   const std::vector<sock_filter> prog = build_ring_filter(config);
   if (prog.empty()) {
     return NetError{EINVAL, "UROCE_RX_RING: the device has more than " +
@@ -269,13 +337,13 @@ NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config) {
   }
   tpacket_req req{};
   req.tp_block_size = kFrameBytes;
-  req.tp_block_nr = kFrames;
+  req.tp_block_nr = frames;
   req.tp_frame_size = kFrameBytes;
-  req.tp_frame_nr = kFrames;
+  req.tp_frame_nr = frames;
   if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) {
     return fail("PACKET_RX_RING");
   }
-  const size_t bytes = size_t{kFrameBytes} * kFrames;
+  const size_t bytes = size_t{kFrameBytes} * frames;
   void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return fail("mapping the ring");
   // Every interface: a datagram to one of our addresses from this host crosses `lo`
@@ -288,14 +356,13 @@ NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config) {
     munmap(map, bytes);
     return fail("binding the packet socket");
   }
-  return std::unique_ptr<RxRing>(new RxRing(fd, static_cast<uint8_t*>(map), bytes));
+  return std::unique_ptr<RxRing>(new RxRing(fd, static_cast<uint8_t*>(map), frames));
 }
 
-RxRing::RxRing(int fd, uint8_t* map, size_t map_bytes)
-    : fd_(fd), map_(map), map_bytes_(map_bytes) {}
+RxRing::RxRing(int fd, uint8_t* map, uint32_t frames) : fd_(fd), map_(map), frames_(frames) {}
 
 RxRing::~RxRing() {
-  if (map_ != nullptr) munmap(map_, map_bytes_);
+  if (map_ != nullptr) munmap(map_, size_t{kFrameBytes} * frames_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -318,7 +385,7 @@ constexpr uint8_t kVnetGsoNone = 0;
 void RxRing::release() {
   while (release_ != cur_) {
     __atomic_store_n(&header_of(frame(release_))->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-    release_ = (release_ + 1) % kFrames;
+    release_ = (release_ + 1) % frames_;
   }
 }
 
@@ -395,7 +462,7 @@ void RxRing::pass_marker(bool timed_out) {
   at_marker_ = false;
   ++(timed_out ? counters_.marker_timeouts : counters_.markers);
   marker_timeouts_seen_.store(counters_.marker_timeouts, std::memory_order_relaxed);
-  cur_ = (cur_ + 1) % kFrames;
+  cur_ = (cur_ + 1) % frames_;
 }
 
 size_t RxRing::read(std::span<RxDatagram> out) {
@@ -404,7 +471,7 @@ size_t RxRing::read(std::span<RxDatagram> out) {
     if (seg_off_ == 0) {
       if ((frame_status(frame(cur_)) & TP_STATUS_USER) == 0) break;
       if (!parse_current()) {
-        cur_ = (cur_ + 1) % kFrames;
+        cur_ = (cur_ + 1) % frames_;
         continue;
       }
       if (at_marker_) break;
@@ -426,7 +493,7 @@ size_t RxRing::read(std::span<RxDatagram> out) {
     seg_off_ += n;
     if (seg_off_ >= cur_payload_.size()) {
       seg_off_ = 0;
-      cur_ = (cur_ + 1) % kFrames;
+      cur_ = (cur_ + 1) % frames_;
     }
   }
   if (kept != 0) datagrams_seen_.store(counters_.datagrams, std::memory_order_relaxed);

@@ -84,8 +84,11 @@ class RxRing {
   static constexpr int kMaxAddresses = 16;  // per family, so that the filter's jumps fit
   static constexpr int kMaxInterfaces = 16;
 
-  // Needs CAP_NET_RAW; otherwise a one-line error naming the fix.
-  [[nodiscard]] static NetResult<std::unique_ptr<RxRing>> open(const RxRingConfig& config);
+  // Needs CAP_NET_RAW, and a kernel that writes UDP GSO messages into a ring (checked with a
+  // GSO message to a port of its own on loopback); otherwise a one-line error naming the fix.
+  // `frames`: the ring's size (kFrames; the check uses a small one).
+  [[nodiscard]] static NetResult<std::unique_ptr<RxRing>> open(const RxRingConfig& config,
+                                                               uint32_t frames = kFrames);
   ~RxRing();
   RxRing(const RxRing&) = delete;
   RxRing& operator=(const RxRing&) = delete;
@@ -119,14 +122,19 @@ class RxRing {
   [[nodiscard]] const RxRingCounters& counters() const { return counters_; }
 
  private:
-  RxRing(int fd, uint8_t* map, size_t map_bytes);
+  RxRing(int fd, uint8_t* map, uint32_t frames);
+  static NetResult<std::unique_ptr<RxRing>> open_ring(const RxRingConfig& config, uint32_t frames);
+  // "" when this kernel hands a UDP GSO message to a ring whole with its segment size, else
+  // the error: Linux before 6.2 cannot put UDP GSO in a virtio-net header
+  // (virtio_net_hdr_from_skb) and drops the frame, which the sockets' filter drops too.
+  static std::string check_gso_frames();
   [[nodiscard]] uint8_t* frame(uint32_t i) const { return map_ + size_t{i} * kFrameBytes; }
   // Parses frame `cur_` into the cur_* fields (a marker sets at_marker_); false if malformed.
   bool parse_current();
 
   int fd_ = -1;
   uint8_t* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  uint32_t frames_ = 0;
   uint32_t cur_ = 0;      // next frame to read
   uint32_t release_ = 0;  // frames [release_, cur_) were read and go back at release()
   // The frame being handed out: its UDP payload, segment size, metadata, and how far.
