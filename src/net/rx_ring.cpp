@@ -3,8 +3,6 @@
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,6 +14,7 @@
 #include <string>
 
 #include "net/reuseport_program.hpp"
+#include "wire/byte_order.hpp"
 
 namespace uroce::net {
 namespace {
@@ -81,13 +80,6 @@ constexpr uint32_t kAll = 0xFFFFFFFF;                          // "keep the whol
 constexpr uint32_t kMinRoceUdp = 8 + 12;                       // UDP header + BTH
 constexpr uint8_t kProbeFirstByte = kProbeMagic[0];
 
-uint32_t be32_at(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-uint16_t be16_at(const uint8_t* p) {
-  return static_cast<uint16_t>((p[0] << 8) | p[1]);
-}
-
 // The BTH checks both filters share, with the UDP header at X + `udp` (ring: X = the IP
 // header's length, udp = kNet; socket: X = 0, udp = 0): jumps to `take` for a datagram the
 // ring takes, to `leave` otherwise. A is clobbered.
@@ -105,25 +97,36 @@ void emit_bth_checks(FilterAsm& a, uint32_t udp, std::optional<uint32_t> slot, i
   }
 }
 
+// Goes on when A equals one of `values` (not empty), else jumps to `leave`.
+void emit_one_of(FilterAsm& a, const std::vector<uint32_t>& values, int leave) {
+  const int match = a.label();
+  for (size_t i = 0; i < values.size(); ++i) {
+    a.jump(BPF_JMP | BPF_JEQ | BPF_K, values[i], match,
+           i + 1 == values.size() ? leave : FilterAsm::kNext);
+  }
+  a.bind(match);
+}
+
 // Jumps to `leave` unless the packet arrived on one of `ifindexes` (none: any). A is
 // clobbered.
 void emit_interface_check(FilterAsm& a, const std::vector<int>& ifindexes, int leave) {
   if (ifindexes.empty()) return;
-  const int ours = a.label();
   a.stmt(BPF_LD | BPF_W | BPF_ABS, static_cast<uint32_t>(SKF_AD_OFF + SKF_AD_IFINDEX));
-  for (size_t i = 0; i < ifindexes.size(); ++i) {
-    a.jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(ifindexes[i]), ours,
-           i + 1 == ifindexes.size() ? leave : FilterAsm::kNext);
-  }
-  a.bind(ours);
+  emit_one_of(a, std::vector<uint32_t>(ifindexes.begin(), ifindexes.end()), leave);
 }
 
 }  // namespace
 
 std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
-  std::vector<const IpAddr*> v4;
+  std::vector<uint32_t> v4;  // the addresses as the header's word
   std::vector<const IpAddr*> v6;
-  for (const IpAddr& ip : config.addrs) (ip.is_v4() ? v4 : v6).push_back(&ip);
+  for (const IpAddr& ip : config.addrs) {
+    if (ip.is_v4()) {
+      v4.push_back(wire::load_be32(ip.bytes.data() + 12));
+    } else {
+      v6.push_back(&ip);
+    }
+  }
   if (v4.size() > RxRing::kMaxAddresses || v6.size() > RxRing::kMaxAddresses ||
       config.ifindexes.size() > RxRing::kMaxInterfaces) {
     return {};
@@ -149,13 +152,8 @@ std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
     a.jump(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, FilterAsm::kNext, leave);
     a.stmt(BPF_LD | BPF_H | BPF_ABS, kNet + 6);
     a.jump(BPF_JMP | BPF_JSET | BPF_K, 0x3FFF, leave, FilterAsm::kNext);  // MF or an offset
-    a.stmt(BPF_LD | BPF_W | BPF_ABS, kNet + 16);
-    const int v4_ours = a.label();
-    for (size_t i = 0; i < v4.size(); ++i) {
-      a.jump(BPF_JMP | BPF_JEQ | BPF_K, be32_at(v4[i]->bytes.data() + 12), v4_ours,
-             i + 1 == v4.size() ? leave : FilterAsm::kNext);
-    }
-    a.bind(v4_ours);
+    a.stmt(BPF_LD | BPF_W | BPF_ABS, kNet + 16);                          // destination address
+    emit_one_of(a, v4, leave);
     a.stmt(BPF_LD | BPF_B | BPF_ABS, kNet + 0);
     a.stmt(BPF_ALU | BPF_AND | BPF_K, 0x0F);
     a.stmt(BPF_ALU | BPF_LSH | BPF_K, 2);
@@ -174,7 +172,7 @@ std::vector<sock_filter> build_ring_filter(const RxRingConfig& config) {
       const int next_addr = i + 1 == v6.size() ? leave : a.label();
       for (uint32_t w = 0; w < 4; ++w) {
         a.stmt(BPF_LD | BPF_W | BPF_ABS, kNet + 24 + 4 * w);
-        a.jump(BPF_JMP | BPF_JEQ | BPF_K, be32_at(v6[i]->bytes.data() + 4 * w),
+        a.jump(BPF_JMP | BPF_JEQ | BPF_K, wire::load_be32(v6[i]->bytes.data() + 4 * w),
                w == 3 ? v6_ours : FilterAsm::kNext, next_addr);
       }
       if (i + 1 != v6.size()) a.bind(next_addr);
@@ -222,10 +220,9 @@ std::vector<sock_filter> build_socket_drop_filter(std::optional<uint32_t> slot,
 }
 
 bool ring_takes_payload(std::span<const uint8_t> p, std::optional<uint32_t> slot) {
-  if (p.size() < kMinRoceUdp - 8 || p[0] == kProbeFirstByte) return false;
-  const uint32_t qpn = (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
-  if (qpn == kGsiQpn || qpn == kMulticastQpn) return false;
-  return !slot || slot_of_qpn(qpn) == *slot;
+  const std::optional<uint32_t> qpn = dest_qpn_of(p);
+  if (!qpn || p[0] == kProbeFirstByte || *qpn == kGsiQpn || *qpn == kMulticastQpn) return false;
+  return !slot || slot_of_qpn(*qpn) == *slot;
 }
 
 NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config, uint32_t frames) {
@@ -236,60 +233,48 @@ NetResult<std::unique_ptr<RxRing>> RxRing::open(const RxRingConfig& config, uint
 }
 
 std::string RxRing::check_gso_frames() {
-  // A port of our own on loopback, a small ring watching it, and a GSO message of two
-  // datagrams (BTH-shaped, so the ring's filter takes them) sent to it.
-  const int rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof a;
-  if (rx < 0 || bind(rx, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(rx, reinterpret_cast<sockaddr*>(&a), &alen) != 0) {
-    if (rx >= 0) close(rx);
-    return {};  // no loopback to try it on: nothing known against the ring
-  }
-  RxRingConfig rc;
-  rc.port = ntohs(a.sin_port);
-  rc.addrs = {IpAddr::v4(127, 0, 0, 1)};
-  auto ring = open_ring(rc, 4);
-  const int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  std::string error;
-  if (ring && tx >= 0) {
-    std::array<uint8_t, 2 * 64> bytes{};
-    bytes[7] = bytes[64 + 7] = 0x20;  // destination QPN 0x20 in both BTHs
-    iovec iov{bytes.data(), bytes.size()};
-    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(uint16_t))> control{};
-    msghdr m{};
-    m.msg_name = &a;
-    m.msg_namelen = sizeof a;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control.data();
-    m.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = IPPROTO_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    const uint16_t segment = 64;
-    std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
-    if (sendmsg(tx, &m, 0) == static_cast<ssize_t>(bytes.size())) {
-      std::array<RxDatagram, 2> got{};
-      size_t n = 0;
-      for (int tries = 0; tries < 50 && n < 2; ++tries) {
-        pollfd p{ring.value()->fd(), POLLIN, 0};
-        (void)poll(&p, 1, 10);
-        n += ring.value()->read(std::span<RxDatagram>(got).subspan(n));
-      }
-      if (n != 2 || got[0].len != 64 || got[1].len != 64) {
-        error =
-            "UROCE_RX_RING: this kernel does not hand UDP GSO messages to a packet ring (it "
-            "needs Linux 6.2 or later); unset UROCE_RX_RING";
-      }
+  // What the kernel can do does not change while the process runs: asked once.
+  static const std::string verdict = [] {
+    // A port of our own on loopback, a small ring watching it, and a GSO message of two
+    // BTH-shaped datagrams (so the ring's filter takes them) sent to it by a GSO port.
+    UdpPortConfig c;
+    c.local = IpAddr::v4(127, 0, 0, 1);
+    c.port = 0;
+    c.share = false;
+    auto rx = UdpPort::open(c);
+    c.gso = true;
+    auto tx = UdpPort::open(c);
+    if (!rx || !tx) return std::string();  // no loopback to try it on: nothing known
+    RxRingConfig rc;
+    rc.port = rx.value()->port();
+    rc.addrs = {c.local};
+    auto ring = open_ring(rc, 4);
+    if (!ring) return std::string();
+    std::array<uint8_t, 64> bth{};
+    bth[7] = 0x20;  // destination QPN 0x20
+    std::array<TxDatagram, 2> two{};
+    for (TxDatagram& d : two) {
+      d.data = bth;
+      d.ip.dst = c.local.bytes;
+      d.ip.dport = rc.port;
     }
-  }
-  if (tx >= 0) close(tx);
-  close(rx);
-  return error;
+    if (tx.value()->send_burst(two) != two.size() || tx.value()->counters().tx_gso_messages != 1) {
+      return std::string();  // no GSO message went out: nothing to learn
+    }
+    std::array<RxDatagram, 2> got{};
+    size_t n = 0;
+    for (int tries = 0; tries < 50 && n < got.size(); ++tries) {
+      pollfd p{ring.value()->fd(), POLLIN, 0};
+      (void)poll(&p, 1, 10);
+      n += ring.value()->read(std::span<RxDatagram>(got).subspan(n));
+    }
+    if (n == got.size() && got[0].len == bth.size() && got[1].len == bth.size())
+      return std::string();
+    return std::string(
+        "UROCE_RX_RING: this kernel does not hand UDP GSO messages to a packet ring (it needs "
+        "Linux 6.2 or later); unset UROCE_RX_RING");
+  }();
+  return verdict;
 }
 
 NetResult<std::unique_ptr<RxRing>> RxRing::open_ring(const RxRingConfig& config, uint32_t frames) {
@@ -412,18 +397,18 @@ bool RxRing::parse_current() {
   size_t ip_len = 0;  // what the IP header says the packet holds
   if (cap >= 20 && net[0] >> 4 == 4 && (net[0] & 0x0Fu) >= 5) {
     udp_at = size_t{net[0] & 0x0Fu} * 4;
-    ip_len = be16_at(net + 2);
+    ip_len = wire::load_be16(net + 2);
     m.ip.ipv6 = false;
     m.tos = net[1];
     m.ttl = net[8];
-    m.ip.ipv4_id = be16_at(net + 4);
+    m.ip.ipv4_id = wire::load_be16(net + 4);
     m.ip.ipv4_df = (net[6] & 0x40) != 0;
     m.ip.src = IpAddr::v4(net[12], net[13], net[14], net[15]).bytes;
     m.ip.dst = IpAddr::v4(net[16], net[17], net[18], net[19]).bytes;
     m.ip_id_known = true;
   } else if (cap >= 40 && net[0] >> 4 == 6) {
     udp_at = 40;
-    ip_len = 40 + size_t{be16_at(net + 4)};
+    ip_len = 40 + size_t{wire::load_be16(net + 4)};
     m.ip.ipv6 = true;
     m.tos = static_cast<uint8_t>(((net[0] & 0x0F) << 4) | (net[1] >> 4));
     m.ttl = net[7];
@@ -433,7 +418,7 @@ bool RxRing::parse_current() {
     ++counters_.malformed;
     return false;
   }
-  const size_t udp_len = udp_at + 8 <= cap ? be16_at(net + udp_at + 4) : 0;
+  const size_t udp_len = udp_at + 8 <= cap ? wire::load_be16(net + udp_at + 4) : 0;
   // A marker must stand for a message the kernel will queue to the socket: one whose UDP
   // length fits its IP packet (udp_rcv drops the others), or the ring would wait for nothing.
   const size_t on_wire = h->tp_len - (h->tp_net - h->tp_mac);
@@ -442,8 +427,8 @@ bool RxRing::parse_current() {
     ++counters_.malformed;
     return false;
   }
-  m.ip.sport = be16_at(net + udp_at);
-  m.ip.dport = be16_at(net + udp_at + 2);
+  m.ip.sport = wire::load_be16(net + udp_at);
+  m.ip.dport = wire::load_be16(net + udp_at + 2);
   const auto* ll = reinterpret_cast<const sockaddr_ll*>(f + TPACKET_ALIGN(sizeof(tpacket2_hdr)));
   m.ifindex = ll->sll_ifindex;
   if (marker) {
@@ -451,9 +436,9 @@ bool RxRing::parse_current() {
     return true;
   }
   cur_payload_ = std::span<uint8_t>(net + udp_at + 8, udp_len - 8);
-  cur_gso_ = gso_type != kVnetGsoNone && gso_size != 0 && gso_size < cur_payload_.size();
-  cur_seg_ = cur_gso_ ? gso_size : cur_payload_.size();
-  if (cur_gso_) ++counters_.gso_frames;
+  const bool gso = gso_type != kVnetGsoNone && gso_size != 0 && gso_size < cur_payload_.size();
+  cur_seg_ = gso ? gso_size : cur_payload_.size();
+  if (gso) ++counters_.gso_frames;
   return true;
 }
 

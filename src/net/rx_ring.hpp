@@ -124,9 +124,10 @@ class RxRing {
  private:
   RxRing(int fd, uint8_t* map, uint32_t frames);
   static NetResult<std::unique_ptr<RxRing>> open_ring(const RxRingConfig& config, uint32_t frames);
-  // "" when this kernel hands a UDP GSO message to a ring whole with its segment size, else
-  // the error: Linux before 6.2 cannot put UDP GSO in a virtio-net header
-  // (virtio_net_hdr_from_skb) and drops the frame, which the sockets' filter drops too.
+  // "" when this kernel hands a UDP GSO message to a ring whole with its segment size (or
+  // the check cannot run), else the error; asked once per process. Linux before 6.2 cannot
+  // put UDP GSO in a virtio-net header (virtio_net_hdr_from_skb) and drops the frame, which
+  // the sockets' filter drops too.
   static std::string check_gso_frames();
   [[nodiscard]] uint8_t* frame(uint32_t i) const { return map_ + size_t{i} * kFrameBytes; }
   // Parses frame `cur_` into the cur_* fields (a marker sets at_marker_); false if malformed.
@@ -140,7 +141,6 @@ class RxRing {
   // The frame being handed out: its UDP payload, segment size, metadata, and how far.
   std::span<uint8_t> cur_payload_;
   size_t cur_seg_ = 0;
-  bool cur_gso_ = false;
   RxDatagram cur_meta_;
   size_t seg_off_ = 0;
   bool at_marker_ = false;

@@ -261,7 +261,10 @@ size_t UdpPacketIo::read_all_ports(std::span<device::RxPacket> out, bool* quiet_
 }
 
 bool UdpPacketIo::full_look_due() {
-  if (rx_hot_passes_ < kFullRxEvery) return false;
+  // Every kFullRxEvery-th pass asks the clock, not every pass once the count is reached: a
+  // pass through a receive ring (UROCE_RX_RING) is a memory read, and a clock read (26 ns
+  // on kvm-clock) would be a large part of it.
+  if (rx_hot_passes_ < kFullRxEvery || rx_hot_passes_ % kFullRxEvery != 0) return false;
   // Passes alone would make a ping-pong pay a ppoll every few messages (the full look was
   // a fifth of the system calls of `uroce perf send_lat` on lo, about 0.7 us one way): a
   // socket that stays quiet is asked less and less often, down to once per kQuietLookMost.
