@@ -187,8 +187,8 @@ void PerfContext::busy_turn() {
   if (++empty_polls_ % kPollsPerClock != 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_yield_ < kYieldInterval) return;
+  last_yield_ = now;
   std::this_thread::yield();
-  last_yield_ = std::chrono::steady_clock::now();
 }
 
 transport::Status PerfContext::post_recv_slot(int q, uint64_t k, uint32_t length) {

@@ -21,14 +21,16 @@ constexpr size_t kPageSize = 4096;
 std::string open_before_side_channel(const std::string& name, const net::CcOverride& cc,
                                      std::unique_ptr<device::Device>& dev) {
   std::string error;
+  // Opening checks the environment as well.
+  if (!name.empty()) {
+    dev = open_cli_device(name, std::nullopt, error, cc);
+    return error;
+  }
   auto env = config::HostOptions::from_env(error);
   if (!env) return error;
   net::UdpDeviceOptions options;
   if (!net::apply_env_options(*env, options, error)) return error;
-  if (error = net::check_progress_cpus(options.progress.cpus); !error.empty()) return error;
-  if (name.empty()) return {};
-  dev = open_cli_device(name, std::nullopt, error, cc);
-  return error;
+  return net::check_progress_cpus(options.progress.cpus);
 }
 
 std::unique_ptr<device::Device> open_cli_device(const std::string& name,
