@@ -76,15 +76,39 @@ inline std::vector<Got> receive(UdpPort& port, size_t count, std::chrono::millis
   return out;
 }
 
-inline size_t send_one(UdpPort& from, const std::vector<uint8_t>& bytes, const IpAddr& dst,
-                       uint16_t dport, uint8_t tos = 0, uint16_t sport = 0) {
+// A datagram of `bytes` to `dst`:`dport` (the bytes must outlive it).
+inline TxDatagram to(const IpAddr& dst, uint16_t dport, std::span<const uint8_t> bytes,
+                     uint8_t tos = 0) {
   TxDatagram d;
   d.data = bytes;
   d.ip.ipv6 = !dst.is_v4();
   d.ip.dst = dst.bytes;
   d.ip.dport = dport;
-  d.ip.sport = sport;
   d.tos = tos;
+  return d;
+}
+inline TxDatagram to(const UdpPort& rx, std::span<const uint8_t> bytes, uint8_t tos = 0) {
+  return to(rx.local(), rx.port(), bytes, tos);
+}
+
+// One datagram to `dst`:`dport` (or `rx`) per packet, in order.
+inline std::vector<TxDatagram> to_all(const IpAddr& dst, uint16_t dport,
+                                      const std::vector<std::vector<uint8_t>>& packets,
+                                      uint8_t tos = 0) {
+  std::vector<TxDatagram> burst;
+  for (const auto& p : packets) burst.push_back(to(dst, dport, p, tos));
+  return burst;
+}
+inline std::vector<TxDatagram> to_all(const UdpPort& rx,
+                                      const std::vector<std::vector<uint8_t>>& packets,
+                                      uint8_t tos = 0) {
+  return to_all(rx.local(), rx.port(), packets, tos);
+}
+
+inline size_t send_one(UdpPort& from, const std::vector<uint8_t>& bytes, const IpAddr& dst,
+                       uint16_t dport, uint8_t tos = 0, uint16_t sport = 0) {
+  TxDatagram d = to(dst, dport, bytes, tos);
+  d.ip.sport = sport;
   return from.send_burst({&d, 1});
 }
 

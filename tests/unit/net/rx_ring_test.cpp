@@ -148,18 +148,10 @@ TEST_F(RxRingTest, AGsoMessageIsCutIntoItsDatagramsInOrder) {
   open("127.0.0.1", std::nullopt, /*sender_gso=*/true);
   if (!ring) return;
   std::vector<std::vector<uint8_t>> pkts;
-  std::vector<TxDatagram> tx;
   for (uint8_t i = 0; i < 3; ++i)
     pkts.push_back(bth_packet(0x20, 500, static_cast<uint8_t>(i + 1)));
   pkts.push_back(bth_packet(0x20, 100, 9));  // the last may be shorter
-  for (const auto& p : pkts) {
-    TxDatagram d;
-    d.data = p;
-    d.ip.dst = ip("127.0.0.1").bytes;
-    d.ip.dport = rx_port->port();
-    tx.push_back(d);
-  }
-  ASSERT_EQ(tx_port->send_burst(tx), tx.size());
+  ASSERT_EQ(tx_port->send_burst(testing::to_all(*rx_port, pkts)), pkts.size());
   ASSERT_EQ(tx_port->counters().tx_gso_messages, 1u);
   auto got = read_ring(*ring, pkts.size(), 2s);
   ASSERT_EQ(got.size(), pkts.size());
@@ -182,15 +174,7 @@ TEST_F(RxRingTest, AGsoMessageLargerThanAFrameStaysOnTheSocketBehindAMarker) {
   open("127.0.0.1", std::nullopt, /*sender_gso=*/true);
   if (!ring) return;
   std::vector<std::vector<uint8_t>> pkts(3, bth_packet(0x20, 4000, 0x5A));
-  std::vector<TxDatagram> tx;
-  for (const auto& p : pkts) {
-    TxDatagram d;
-    d.data = p;
-    d.ip.dst = ip("127.0.0.1").bytes;
-    d.ip.dport = rx_port->port();
-    tx.push_back(d);
-  }
-  ASSERT_EQ(tx_port->send_burst(tx), tx.size());
+  ASSERT_EQ(tx_port->send_burst(testing::to_all(*rx_port, pkts)), pkts.size());
   auto on_socket = testing::receive(*rx_port, 3, 2s);
   ASSERT_EQ(on_socket.size(), 3u);
   for (const auto& g : on_socket) {
@@ -295,15 +279,11 @@ class RxRingPacketIo : public ::testing::Test {
   template <typename Fill>
   void send(size_t count, size_t payload, Fill fill) {
     std::vector<std::vector<uint8_t>> store(count);
-    std::vector<TxDatagram> burst(count);
     for (size_t i = 0; i < count; ++i) {
       store[i] = bth_packet(0x20, payload);
       fill(i, store[i]);
-      burst[i].data = store[i];
-      burst[i].ip.dst = ip("127.0.0.1").bytes;
-      burst[i].ip.dport = port;
     }
-    ASSERT_EQ(tx->send_burst(burst), count);
+    ASSERT_EQ(tx->send_burst(testing::to_all(ip("127.0.0.1"), port, store)), count);
   }
   uint16_t port = 0;
   std::unique_ptr<UdpPacketIo> io;

@@ -15,29 +15,14 @@ namespace {
 using namespace std::chrono_literals;
 using testing::bth_packet;
 using testing::receive;
+using testing::to;
+using testing::to_all;
 using testing::unshared;
 
 UdpPortConfig with_gso(bool on) {
   UdpPortConfig c = unshared("127.0.0.1");
   c.gso = on;
   return c;
-}
-
-TxDatagram to(const UdpPort& rx, std::span<const uint8_t> bytes, uint8_t tos = 0) {
-  TxDatagram d;
-  d.data = bytes;
-  d.ip.dst = rx.local().bytes;
-  d.ip.dport = rx.port();
-  d.tos = tos;
-  return d;
-}
-
-// One datagram to `rx` per packet, in order.
-std::vector<TxDatagram> to_all(const UdpPort& rx, const std::vector<std::vector<uint8_t>>& packets,
-                               uint8_t tos = 0) {
-  std::vector<TxDatagram> burst;
-  for (const auto& p : packets) burst.push_back(to(rx, p, tos));
-  return burst;
 }
 
 // What a datagram sent as segment `k` of a GSO message carries over IPv4: the kernel gives the
