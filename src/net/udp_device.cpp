@@ -42,7 +42,7 @@ UdpPacketIo::~UdpPacketIo() {
 
 UdpPort* UdpPacketIo::port_for(const std::array<uint8_t, 16>& src) const {
   for (const auto& p : ports_) {
-    if (p->local().bytes == src) return p.get();
+    if (wire::same_address(p->local().bytes, src)) return p.get();
   }
   return nullptr;
 }
@@ -306,7 +306,7 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
     UdpPort* port = port_for(src);
     size_t run = 0;
     while (done + run < pkts.size() && run < tx_scratch_.size() &&
-           pkts[done + run].meta.ip.src == src) {
+           wire::same_address(pkts[done + run].meta.ip.src, src)) {
       const transport::TxSlot& s = pkts[done + run];
       TxDatagram& d = tx_scratch_[run];
       d.data = std::span<const uint8_t>(s.buf.data(), s.len);

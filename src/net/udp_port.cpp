@@ -607,7 +607,7 @@ constexpr size_t kMaxGsoBytes = 65535 - 20 - 8;
 // never merges: its datagrams (CM MADs) are steered by their content (the Service ID of a
 // REQ, the Comm ID of a reply), which differs from one MAD to the next.
 bool same_flow(const TxDatagram& a, std::optional<uint32_t> a_qpn, const TxDatagram& b) {
-  return a.ip.dst == b.ip.dst && a.ip.dport == b.ip.dport && a.tos == b.tos &&
+  return wire::same_address(a.ip.dst, b.ip.dst) && a.ip.dport == b.ip.dport && a.tos == b.tos &&
          a.scope_id == b.scope_id && a_qpn && *a_qpn != kGsiQpn && a_qpn == dest_qpn_of(b.data);
 }
 bool same_flow(const TxDatagram& a, const TxDatagram& b) {

@@ -1,6 +1,7 @@
 #include "telemetry/rtt_tracker.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "wire/opcode.hpp"
 
@@ -36,6 +37,12 @@ uint32_t ip_packet_size(size_t udp_payload, bool ipv6) {
 }
 
 }  // namespace
+
+size_t RttTracker::PeerKeyHash::operator()(const PeerKey& k) const {
+  uint64_t lo = 0;
+  std::memcpy(&lo, k.gid.data() + 8, 8);  // an IPv4 address is in the last four bytes
+  return static_cast<size_t>((lo ^ (uint64_t{k.qpn} << 32 | k.qpn)) * 0x9E3779B97F4A7C15ull >> 16);
+}
 
 void RttTracker::set_peer(uint32_t local_qpn, const std::array<uint8_t, 16>& remote_gid,
                           uint32_t remote_qpn) {

@@ -29,6 +29,7 @@ MemoryTable::MemoryTable(const DeviceLimits& limits, uint64_t seed)
       mws_(std::min(limits.max_mw, 1u << 24)),
       pd_refs_(limits.max_pd, kPdFree) {
   for (uint32_t& k : round_keys_) k = static_cast<uint32_t>(rng_.next());
+  for (SlotCacheEntry& c : slot_cache_) c = {0, slot_of_uncached(0)};
 }
 
 uint32_t MemoryTable::encrypt(uint32_t plain) const {
@@ -53,9 +54,15 @@ uint32_t MemoryTable::decrypt(uint32_t key) const {
   return l << 16 | r;
 }
 
-uint32_t MemoryTable::slot_of(uint32_t key) const {
+uint32_t MemoryTable::slot_of_uncached(uint32_t key) const {
   const uint32_t plain = decrypt(key);
   return index_bits_ >= 32 ? plain : plain & ((1u << index_bits_) - 1);
+}
+
+uint32_t MemoryTable::slot_of(uint32_t key) const {
+  SlotCacheEntry& c = slot_cache_[key & (slot_cache_.size() - 1)];
+  if (c.key != key) c = {key, slot_of_uncached(key)};
+  return c.slot;
 }
 
 Result<PdId> MemoryTable::alloc_pd() {

@@ -80,6 +80,9 @@ class Gf2Basis {
     }
   }
 
+  // The basis vector with its highest set bit at i, or 0.
+  [[nodiscard]] constexpr uint32_t vector(int i) const { return basis_[static_cast<size_t>(i)]; }
+
   // (what is left of v, the XOR of the tags taken away): v is in the span iff the first is 0,
   // and then the second names the inserted vectors that sum to it.
   [[nodiscard]] constexpr std::pair<uint32_t, uint32_t> reduce(uint32_t v) const {

@@ -85,6 +85,37 @@ TEST(RkeyTest, NoKeyRepeatsInTwoToTheTwentyRegistrations) {
       << "an lkey or rkey was handed out twice";
 }
 
+// The table remembers the slots of the last keys looked up (a data path looks up the same
+// keys for every packet): a key looked up just before its MR goes, and whose slot the next MR
+// takes, is refused all the same, and the new MR's keys work at once.
+TEST(RkeyTest, AKeyLookedUpJustBeforeDeregistrationIsRefusedWhenItsSlotIsReused) {
+  DeviceLimits limits;
+  limits.max_mr = 2;  // one slot in use by `kept`: every new MR takes the other
+  MemoryTable t(limits, 9);
+  const PdId pd = t.alloc_pd().value();
+  std::vector<uint8_t> buf(64);
+  const MrInfo kept = t.reg_mr(pd, buf.data(), buf.size(), kAll).value();
+  MrInfo old = t.reg_mr(pd, buf.data(), buf.size(), kAll).value();
+  for (int i = 0; i < 1000; ++i) {
+    uint8_t* p = nullptr;
+    ASSERT_EQ(t.check_remote(pd, 0, old.rkey, old.addr, 8, kAccessRemoteWrite, &p),
+              AccessError::kOk);
+    ASSERT_EQ(t.check_local(pd, old.lkey, old.addr, 8, kAccessLocalWrite, &p), AccessError::kOk);
+    ASSERT_TRUE(t.dereg_mr(old.lkey).is_ok());
+    const MrInfo next = t.reg_mr(pd, buf.data(), buf.size(), kAll).value();
+    ASSERT_EQ(t.check_remote(pd, 0, old.rkey, old.addr, 8, kAccessRemoteWrite, &p),
+              AccessError::kBadKey)
+        << "round " << i;
+    ASSERT_EQ(t.check_local(pd, old.lkey, old.addr, 8, kAccessLocalWrite, &p), AccessError::kBadKey)
+        << "round " << i;
+    ASSERT_EQ(t.check_remote(pd, 0, next.rkey, next.addr, 8, kAccessRemoteWrite, &p),
+              AccessError::kOk);
+    ASSERT_EQ(t.check_remote(pd, 0, kept.rkey, kept.addr, 8, kAccessRemoteWrite, &p),
+              AccessError::kOk);
+    old = next;
+  }
+}
+
 TEST(RkeyTest, TheLastFreeSlotOfAFullTableGetsANewKeyEveryTime) {
   DeviceLimits limits;
   limits.max_mr = 256;  // registration scans for the free slot: keep the table small
