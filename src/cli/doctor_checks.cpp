@@ -20,11 +20,10 @@ namespace uroce::cli {
 
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
-// What a uroce device asks for (net/udp_port.hpp UdpPortOptions): the kernel caps it at
+// What a uroce device asks for (net/udp_port.hpp UdpPortConfig): the kernel caps it at
 // net.core.rmem_max / wmem_max, and a smaller receive buffer drops bursts.
-constexpr uint64_t kWantRcvbuf = 16 * kMiB;
-constexpr uint64_t kWantSndbuf = 4 * kMiB;
+constexpr uint64_t kWantRcvbuf = static_cast<uint64_t>(net::UdpPortConfig{}.rcvbuf_bytes);
+constexpr uint64_t kWantSndbuf = static_cast<uint64_t>(net::UdpPortConfig{}.sndbuf_bytes);
 
 bool port_in_spec(const std::string& spec, uint16_t port) {
   // "4791", "{ 4791, 80 }", "4000-5000", "4791,80" (multiport), "4000:5000" (iptables).

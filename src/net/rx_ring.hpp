@@ -73,8 +73,9 @@ class RxRing {
  public:
   // A frame is two pages; what it holds after its headers bounds the datagrams taken.
   static constexpr uint32_t kFrameBytes = 8192;
-  // 16 MiB of ring, as much as the UDP sockets' receive buffers: a progress thread that
-  // stays parked while the application does not poll must not lose a burst.
+  // 16 MiB of ring, 2048 datagrams (GSO messages larger than a frame stay in the UDP
+  // sockets, whose buffers hold every RC QP's window): a progress thread that stays parked
+  // while the application does not poll must not lose a burst.
   static constexpr uint32_t kFrames = 2048;
   // UDP length (header + payload) of the largest datagram or GSO message the ring takes:
   // a frame less its TPACKET, address, virtio-net, link (up to 32) and IP (up to 60) headers.

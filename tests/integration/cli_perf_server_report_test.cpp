@@ -85,7 +85,7 @@ TEST(CliPerfServerReport, TheServersCountersHoldEveryPacketTheClientSentWhenTheS
   EXPECT_EQ(rc["rcvd_pkts"], lc["sent_pkts"])
       << "client retransmitted " << lc["retransmitted_pkts"] << ", server saw "
       << rc["duplicate_request"] << " duplicates";
-  EXPECT_EQ(rc["rx_discards"], 0);  // the kernel dropped none (16 MiB receive buffer)
+  EXPECT_EQ(rc["rx_discards"], 0);  // the kernel dropped none (64 MiB receive buffer)
   EXPECT_EQ(lc["tx_drop_error"], 0);
 }
 

@@ -154,12 +154,12 @@ TEST_F(DoctorNetnsTest, NoSocketBufferWarningAsRoot) {
   ASSERT_NE(sb, nullptr);
   EXPECT_EQ((*sb)["level"], "PASS") << (*sb)["detail"];
   EXPECT_NE((*sb)["detail"].get<std::string>().find(
-                "a uroce socket gets SO_RCVBUF 16777216 (asks 16777216) and SO_SNDBUF 4194304"),
+                "a uroce socket gets SO_RCVBUF 67108864 (asks 67108864) and SO_SNDBUF 4194304"),
             std::string::npos)
       << (*sb)["detail"];
   if (!sh("command -v setpriv")) GTEST_SKIP() << "setpriv not installed";
   const std::string rmem = trim_copy(read_proc("/proc/sys/net/core/rmem_max"));
-  if (std::stoull(rmem) >= (16u << 20)) GTEST_SKIP() << "rmem_max is already 16 MiB";
+  if (std::stoull(rmem) >= (64u << 20)) GTEST_SKIP() << "rmem_max is already 64 MiB";
   auto [ust, uout] =
       run("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "
           "--bounding-set=-all " +
@@ -169,7 +169,7 @@ TEST_F(DoctorNetnsTest, NoSocketBufferWarningAsRoot) {
   const auto* usb = find_check(uj, "socket_buffers");
   ASSERT_NE(usb, nullptr);
   EXPECT_EQ((*usb)["level"], "WARN") << (*usb)["detail"];
-  EXPECT_EQ((*usb)["fix"].get<std::string>().rfind("sysctl -w net.core.rmem_max=16777216", 0), 0u);
+  EXPECT_EQ((*usb)["fix"].get<std::string>().rfind("sysctl -w net.core.rmem_max=67108864", 0), 0u);
 }
 
 TEST_F(DoctorNetnsTest, MtuMismatchOnTheVethPairIsAFail) {

@@ -461,6 +461,47 @@ TEST(UdpPort, BufferReportIsConsistent) {
   }
 }
 
+// A receiver that falls behind holds every peer RC QP's window in its socket: 128 QPs of 128
+// unacknowledged full-MTU packets (4112-byte datagrams) sent as GSO runs and not read until
+// the last is sent all arrive. With the 16 MiB the port asked for before, 64 QPs' windows
+// did not fit (write_bw -q 64 lost datagrams to UdpRcvbufErrors).
+TEST(UdpPort, TheDefaultReceiveBufferHoldsTheWindowsOf128RcQps) {
+  UdpPortConfig rc = unshared("127.0.0.1");
+  rc.gro = true;
+  auto rx = UdpPort::open(rc);
+  ASSERT_TRUE(rx.ok());
+  if (rx.value()->buffers().rcvbuf_capped) {
+    GTEST_SKIP() << "needs CAP_NET_ADMIN or net.core.rmem_max >= 64 MiB: "
+                 << rx.value()->buffers().note;
+  }
+  UdpPortConfig tc = unshared("127.0.0.1");
+  tc.gso = true;
+  auto tx = UdpPort::open(tc);
+  ASSERT_TRUE(tx.ok());
+  constexpr size_t kQps = 128;
+  constexpr size_t kWindow = 128;
+  std::vector<std::vector<uint8_t>> window;
+  for (size_t q = 0; q < kQps; ++q) window.push_back(bth_packet(0x100 + q, 4100, 0));
+  size_t sent = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (size_t q = 0; q < kQps; ++q) {
+    // One QP's window: 128 datagrams to its QPN, two GSO messages of 64.
+    const std::vector<std::vector<uint8_t>> one(kWindow, window[q]);
+    const std::vector<TxDatagram> burst = testing::to_all(*rx.value(), one);
+    size_t done = 0;
+    while (done < burst.size() && std::chrono::steady_clock::now() < deadline) {
+      const size_t n = tx.value()->send_burst(std::span(burst).subspan(done));
+      if (n == 0) std::this_thread::sleep_for(1ms);  // the send buffer: loopback frees it
+      done += n;
+    }
+    sent += done;
+  }
+  ASSERT_EQ(sent, kQps * kWindow);
+  const auto got = receive(*rx.value(), sent, 20s);
+  EXPECT_EQ(got.size(), sent);
+  EXPECT_EQ(rx.value()->counters().rx_packets, sent);
+}
+
 TEST(UdpPort, SharingNeedsAFixedPortAndAPrivateRegistryDir) {
   testing::TempDir dir;
   auto p = UdpPort::open(testing::shared("127.0.0.1", 0, dir.path()));

@@ -74,27 +74,27 @@ TEST(DoctorChecksTest, MemlockIsNeverAWarningBecauseNothingIsPinned) {
 
 TEST(DoctorChecksTest, SocketBuffersWarnOnlyWhenASocketGetsLessThanUroceAsks) {
   // Limits high enough: granted without force.
-  const CheckResult ok = check_socket_buffers(16 << 20, 4 << 20, {16 << 20, 4 << 20});
+  const CheckResult ok = check_socket_buffers(64 << 20, 4 << 20, {64 << 20, 4 << 20});
   EXPECT_EQ(ok.level, CheckLevel::kPass);
   EXPECT_EQ(ok.detail,
-            "a uroce socket gets SO_RCVBUF 16777216 (asks 16777216) and SO_SNDBUF 4194304 (asks "
-            "4194304); net.core.rmem_max=16777216, net.core.wmem_max=4194304");
+            "a uroce socket gets SO_RCVBUF 67108864 (asks 67108864) and SO_SNDBUF 4194304 (asks "
+            "4194304); net.core.rmem_max=67108864, net.core.wmem_max=4194304");
   // Root: the limits are low but SO_RCVBUFFORCE/SO_SNDBUFFORCE got the full size.
-  const CheckResult root = check_socket_buffers(212992, 212992, {16 << 20, 4 << 20});
+  const CheckResult root = check_socket_buffers(212992, 212992, {64 << 20, 4 << 20});
   EXPECT_EQ(root.level, CheckLevel::kPass);
   EXPECT_TRUE(root.fix.empty());
   EXPECT_EQ(root.detail,
-            "a uroce socket gets SO_RCVBUF 16777216 (asks 16777216) and SO_SNDBUF 4194304 (asks "
+            "a uroce socket gets SO_RCVBUF 67108864 (asks 67108864) and SO_SNDBUF 4194304 (asks "
             "4194304); net.core.rmem_max=212992, net.core.wmem_max=212992 (above the limits "
             "through SO_RCVBUFFORCE/SO_SNDBUFFORCE: CAP_NET_ADMIN)");
   // Unprivileged: capped at the limits.
   const CheckResult user = check_socket_buffers(212992, 212992, {212992, 212992});
   EXPECT_EQ(user.level, CheckLevel::kWarn);
   EXPECT_EQ(user.fix,
-            "sysctl -w net.core.rmem_max=16777216 && sysctl -w net.core.wmem_max=4194304");
+            "sysctl -w net.core.rmem_max=67108864 && sysctl -w net.core.wmem_max=4194304");
   const CheckResult rcv_only = check_socket_buffers(4 << 20, 4 << 20, {4 << 20, 4 << 20});
   EXPECT_EQ(rcv_only.level, CheckLevel::kWarn);
-  EXPECT_EQ(rcv_only.fix, "sysctl -w net.core.rmem_max=16777216");
+  EXPECT_EQ(rcv_only.fix, "sysctl -w net.core.rmem_max=67108864");
 }
 
 // The probe asks like UdpPort does; as root SO_RCVBUFFORCE gets the full size whatever
@@ -103,11 +103,11 @@ TEST(DoctorChecksTest, SocketBufferProbeGetsWhatAUroceSocketGets) {
   const SocketBuffers b = probe_socket_buffers();
   const uint64_t rmem_max = std::stoull(trim(read_text_file("/proc/sys/net/core/rmem_max")));
   if (geteuid() == 0) {
-    EXPECT_EQ(b.rcvbuf, uint64_t{16} << 20);
+    EXPECT_EQ(b.rcvbuf, uint64_t{64} << 20);
     EXPECT_EQ(b.sndbuf, uint64_t{4} << 20);
     EXPECT_EQ(check_socket_buffers(rmem_max, 0, b).level, CheckLevel::kPass);
   } else {
-    EXPECT_EQ(b.rcvbuf, std::min<uint64_t>(rmem_max, uint64_t{16} << 20));
+    EXPECT_EQ(b.rcvbuf, std::min<uint64_t>(rmem_max, uint64_t{64} << 20));
   }
 }
 
@@ -161,7 +161,7 @@ TEST(DoctorChecksTest, JsonCarriesLevelAndFix) {
   EXPECT_EQ(j["check"], "socket_buffers");
   EXPECT_EQ(j["level"], "WARN");
   EXPECT_EQ(j["fix"],
-            "sysctl -w net.core.rmem_max=16777216 && sysctl -w net.core.wmem_max=4194304");
+            "sysctl -w net.core.rmem_max=67108864 && sysctl -w net.core.wmem_max=4194304");
   EXPECT_FALSE(check_json(check_memlock_value(64 << 10)).contains("fix"));
 }
 
