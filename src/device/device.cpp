@@ -370,7 +370,7 @@ Status Device::destroy_qp(uint32_t qpn) {
 // Data path.
 
 Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
-  const TimePoint t = now();  // one clock read for the post and its doorbell
+  const TimePoint t = post_time();  // for the post and its doorbell
   bool idle = false;
   Status st = [&] {
     std::lock_guard lock(engine_mu_);

@@ -194,6 +194,8 @@ class Device {
   // Busy-polling handoff (ProgressOptions::app_handoff).
   // An application thread polled (it may not have got the I/O); returns the time it read.
   TimePoint note_app_drove();
+  // The time a post uses: the last poll's while the application busy-polls, else a clock read.
+  TimePoint post_time() const;
   // After an application pass at `t` (idle_poll: it found nothing): keeps the parked
   // thread's timer a handoff ahead (park_timer.hpp).
   void push_park_timer(TimePoint t, bool idle_poll);
