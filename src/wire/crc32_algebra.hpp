@@ -101,6 +101,49 @@ class Gf2Basis {
   std::array<uint32_t, 32> tags_{};
 };
 
+// Membership in a Gf2Basis's span without data-dependent branches, for a hot path that only
+// asks "in or out" (reduce() walks 32 bits with a branch each). Built from the reduced echelon
+// form, where each vector keeps its pivot bit and has no other pivot bit set: v is in the span
+// iff it equals the XOR of the vectors whose pivot bits v has set.
+class Gf2SpanTest {
+ public:
+  constexpr Gf2SpanTest() = default;
+  constexpr explicit Gf2SpanTest(const Gf2Basis& b) {
+    // Lower pivots first: r_q has no bit above q, so clearing bit q of a higher vector keeps
+    // the pivots above q that it already cleared clear.
+    for (int p = 0; p < 32; ++p) {
+      uint32_t r = b.vector(p);
+      if (r == 0) continue;
+      for (size_t j = count_; j-- > 0;) {
+        if ((r >> pivot_[j]) & 1) r ^= reduced_[j];
+      }
+      pivot_[count_] = static_cast<uint8_t>(p);
+      reduced_[count_++] = r;
+    }
+  }
+  [[nodiscard]] constexpr bool contains(uint32_t v) const {
+    uint32_t rest = v;
+    for (size_t j = 0; j < count_; ++j) rest ^= reduced_[j] & (0u - ((v >> pivot_[j]) & 1u));
+    return rest == 0;
+  }
+
+ private:
+  std::array<uint32_t, 32> reduced_{};  // pivots ascending
+  std::array<uint8_t, 32> pivot_{};
+  size_t count_ = 0;
+};
+
+// What each bit of a byte followed by `n` bytes adds to the CRC of a message (bit b of the
+// result's entry b): the images a bit flip there XORs into the CRC.
+[[nodiscard]] constexpr std::array<uint32_t, 8> crc32_byte_bit_images(uint64_t n) {
+  std::array<uint32_t, 8> images{};
+  const uint32_t op = x_pow_8n_mod_p(n);
+  for (size_t b = 0; b < images.size(); ++b) {
+    images[b] = gf2_multiply_mod_p(op, crc32_byte_linear(static_cast<uint8_t>(1u << b)));
+  }
+  return images;
+}
+
 static_assert(crc32_byte_linear(1) == 0x77073096, "zlib crc_table[1]");
 static_assert(crc32_byte_linear(0x80) == 0xEDB88320, "zlib crc_table[128]");
 static_assert(crc32_shift(crc32_byte_linear(1), 0) == 0x77073096);

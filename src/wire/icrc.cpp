@@ -173,38 +173,21 @@ class IdSubspace {
   explicit IdSubspace(size_t message_len) {
     // A byte at offset p is followed by message_len - 1 - p bytes.
     auto add_byte_bits = [&](size_t offset, uint8_t bits) {
-      const uint32_t op = x_pow_8n_mod_p(message_len - 1 - offset);
-      for (int b = 0; b < 8; ++b) {
-        if (bits & (1u << b)) insert(gf2_multiply_mod_p(op, crc32_byte_linear(uint8_t(1u << b))));
+      const std::array<uint32_t, 8> images = crc32_byte_bit_images(message_len - 1 - offset);
+      for (size_t b = 0; b < images.size(); ++b) {
+        if (bits & (1u << b)) insert(images[b]);
       }
     };
     add_byte_bits(kIdOffset, 0xFF);
     add_byte_bits(kIdOffset + 1, 0xFF);
     add_byte_bits(kFlagsOffset, kIpv4DfBit);
-    // The reduced echelon form: each vector keeps its pivot and has no other pivot bit set
-    // (lower pivots first, and r_q has no bit above q, so clearing bit q keeps higher pivots
-    // clear).
-    for (int p = 0; p < 32; ++p) {
-      uint32_t r = basis_.vector(p);
-      if (r == 0) continue;
-      for (size_t j = reduced_count_; j-- > 0;) {
-        if ((r >> pivot_[j]) & 1) r ^= reduced_[j];
-      }
-      pivot_[reduced_count_] = static_cast<uint8_t>(p);
-      reduced_[reduced_count_++] = r;
-    }
+    span_ = Gf2SpanTest(basis_);
   }
 
-  // v is in the span iff it equals the XOR of the reduced vectors whose pivot bits it has
-  // set. Branch-free: the echelon walk's 32 data-dependent branches were most of a 64-byte
-  // packet's ICRC check on a socket, where every GSO segment after the first has an ID != 0.
-  [[nodiscard]] bool contains(uint32_t v) const {
-    uint32_t rest = v;
-    for (size_t j = 0; j < reduced_count_; ++j) {
-      rest ^= reduced_[j] & (0u - ((v >> pivot_[j]) & 1u));
-    }
-    return rest == 0;
-  }
+  // Branch-free (Gf2SpanTest): the echelon walk's 32 data-dependent branches were most of a
+  // 64-byte packet's ICRC check on a socket, where every GSO segment after the first has an
+  // ID != 0.
+  [[nodiscard]] bool contains(uint32_t v) const { return span_.contains(v); }
 
   // Which of the 17 generators (bit g: generator g in insertion order: the ID's high byte
   // bits 0..7, its low byte bits 0..7, DF) XOR to `v`; nullopt when none do. Unique: the 17
@@ -220,9 +203,7 @@ class IdSubspace {
 
   Gf2Basis basis_;  // tagged with the generators, one bit each
   int inserted_ = 0;
-  std::array<uint32_t, 32> reduced_{};  // reduced echelon form, pivots ascending
-  std::array<uint8_t, 32> pivot_{};
-  size_t reduced_count_ = 0;
+  Gf2SpanTest span_;
 };
 
 // Per-thread cache of subspaces by pseudo message length: a receiver sees few distinct
@@ -364,14 +345,8 @@ Ipv4IdIcrcDelta::Ipv4IdIcrcDelta(size_t roce_len_with_icrc) : roce_len_(roce_len
   // the ID's bits: the table entry for a low byte is the XOR of its bits' images.
   const size_t n = roce_len_with_icrc < kIcrcLen ? 0 : roce_len_with_icrc - kIcrcLen;
   const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
-  const uint32_t op_high = x_pow_8n_mod_p(message_len - 1 - kIdOffset);
-  const uint32_t op_low = x_pow_8n_mod_p(message_len - 2 - kIdOffset);
-  std::array<uint32_t, 8> low_bits{};
-  for (int b = 0; b < 8; ++b) {
-    const uint32_t byte = crc32_byte_linear(static_cast<uint8_t>(1u << b));
-    high_bits_[static_cast<size_t>(b)] = gf2_multiply_mod_p(op_high, byte);
-    low_bits[static_cast<size_t>(b)] = gf2_multiply_mod_p(op_low, byte);
-  }
+  high_bits_ = crc32_byte_bit_images(message_len - 1 - kIdOffset);
+  const std::array<uint32_t, 8> low_bits = crc32_byte_bit_images(message_len - 2 - kIdOffset);
   for (size_t v = 1; v < low_.size(); ++v) {
     // v without its lowest set bit is already filled.
     low_[v] = low_[v & (v - 1)] ^ low_bits[static_cast<size_t>(std::countr_zero(v))];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <array>
 #include <random>
 #include <unordered_set>
 #include <vector>
@@ -131,6 +132,44 @@ TEST(Crc32Algebra, SingleByteDifferencePredictsCrcDifference) {
   const uint32_t before = zlib_crc(v);
   v[100] ^= 0x5A;
   EXPECT_EQ(before ^ zlib_crc(v), crc32_shift(crc32_byte_linear(0x5A), 199));
+}
+
+// A flip of bit b in a byte followed by n bytes moves zlib's CRC by crc32_byte_bit_images(n)[b].
+TEST(Crc32Algebra, ByteBitImagesAreWhatABitFlipDoesToTheCrc) {
+  std::mt19937_64 rng(3);
+  const auto v = random_bytes(300, rng);
+  for (size_t at : {0u, 17u, 299u}) {
+    const std::array<uint32_t, 8> images = crc32_byte_bit_images(299 - at);
+    for (size_t b = 0; b < 8; ++b) {
+      auto w = v;
+      w[at] ^= static_cast<uint8_t>(1u << b);
+      EXPECT_EQ(zlib_crc(v) ^ zlib_crc(w), images[b]) << at << " bit " << b;
+    }
+  }
+}
+
+// The branch-free span test answers as the echelon walk does, for bases of every rank from
+// random vectors and for vectors inside (sums of inserted ones) and mostly outside the span.
+TEST(Crc32Algebra, SpanTestAgreesWithReduce) {
+  std::mt19937_64 rng(4);
+  for (int rank = 0; rank <= 32; ++rank) {
+    Gf2Basis basis;
+    std::vector<uint32_t> inserted;
+    for (int i = 0; i < rank; ++i) {
+      inserted.push_back(static_cast<uint32_t>(rng()) >> (rng() % 8));
+      basis.insert(inserted.back(), 0);
+    }
+    const Gf2SpanTest span(basis);
+    for (int t = 0; t < 2000; ++t) {
+      uint32_t v = static_cast<uint32_t>(rng());
+      if (t % 2 == 0) {
+        v = 0;
+        for (uint32_t x : inserted) v ^= (rng() & 1) != 0 ? x : 0;
+        ASSERT_TRUE(span.contains(v)) << rank << " " << v;
+      }
+      ASSERT_EQ(span.contains(v), basis.reduce(v).first == 0) << rank << " " << v;
+    }
+  }
 }
 
 TEST(Icrc, ContextAndDatagramAgreeAndMaskTheVariantFields) {
