@@ -160,7 +160,7 @@ class WindowRunner {
         if (!complete(wcs[static_cast<size_t>(i)], t)) return;
       }
       if (n > 0) {
-        samples_.push_back({total_done(), t});
+        samples_.push_back({total_done(), t, static_cast<size_t>(n) < wcs.size()});
         last_progress = now_ns();
       } else if (now_ns() - last_ack_check > kAckCheckNs) {
         last_ack_check = now_ns();
@@ -180,7 +180,7 @@ class WindowRunner {
     if (latency_) {
       out_.lat = compute_lat(size_, lat_us_);
     } else {
-      out_.bw = compute_bw(size_, samples_, gbits);
+      out_.bw = compute_bw(size_, samples_, gbits, static_cast<uint64_t>(qps_) * (cq_mod_ - 1));
       out_.bw.iterations = total_done() / static_cast<uint64_t>(qps_);
     }
   }

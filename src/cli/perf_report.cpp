@@ -12,7 +12,7 @@ namespace {
 constexpr double kMegaByte = 1024.0 * 1024.0;    // perftest's MBS format factor 0x100000
 constexpr double kGigaBitBytes = 125'000'000.0;  // 10^9 bits
 // The peak window: at least this share of the messages, so a single early completion
-// cannot produce an absurd peak.
+// cannot produce an absurd peak. It starts at the start or at a drained sample (BwSample).
 constexpr double kPeakWindowFraction = 0.05;
 
 template <typename... Args>
@@ -30,7 +30,7 @@ double percentile(const std::vector<double>& sorted, double fraction) {
 
 }  // namespace
 
-BwResult compute_bw(uint64_t size, std::span<const BwSample> samples, bool gbits) {
+BwResult compute_bw(uint64_t size, std::span<const BwSample> samples, bool gbits, uint64_t unseen) {
   BwResult r;
   r.size = size;
   if (samples.empty()) return r;
@@ -49,12 +49,17 @@ BwResult compute_bw(uint64_t size, std::span<const BwSample> samples, bool gbits
   size_t j = 0;
   BwSample origin{0, 0};
   for (size_t i = 0; i <= samples.size(); ++i) {
-    if (i > 0) origin = samples[i - 1];
-    while (j < samples.size() && samples[j].messages < origin.messages + window) ++j;
+    if (i > 0) {
+      if (!samples[i - 1].drained) continue;
+      origin = samples[i - 1];
+    }
+    // The start has nothing unseen; a later origin may have missed `unseen` messages.
+    const uint64_t base = origin.messages + (i > 0 ? unseen : 0);
+    while (j < samples.size() && samples[j].messages < base + window) ++j;
     if (j == samples.size()) break;
     const int64_t dt = samples[j].ns - origin.ns;
     if (dt <= 0) continue;
-    const double rate = static_cast<double>(samples[j].messages - origin.messages) *
+    const double rate = static_cast<double>(samples[j].messages - base) *
                         static_cast<double>(size) / (static_cast<double>(dt) / 1e9) / unit;
     best = std::max(best, rate);
   }

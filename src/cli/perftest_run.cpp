@@ -378,7 +378,7 @@ void perftest_send_bw_server(PerfContext& ctx, int fd, uint64_t size, bool gbits
       }
     }
     if (n > 0) {
-      samples.push_back({received, t - start});
+      samples.push_back({received, t - start, static_cast<size_t>(n) < room});
       last_progress = t;
     } else if (t - last_progress > ns(kStall)) {
       fail(out, fmt::format("no SEND for {} s after {} of {}: the client is gone", kStall.count(),
@@ -398,7 +398,7 @@ void perftest_send_bw_server(PerfContext& ctx, int fd, uint64_t size, bool gbits
     }
   }
   out.sent = per_qp;
-  out.bw = compute_bw(size, samples, gbits);
+  out.bw = compute_bw(size, samples, gbits, 0);  // every SEND completes a receive
   out.bw.iterations = received;
   if (early && received == 0 && out.ok) {
     fail(out,

@@ -47,20 +47,47 @@ TEST(PerfReport, LatencyHeaderAndLineAreperftests) {
 TEST(PerfReport, BandwidthUnits) {
   // 1000 messages of 1 MiB in one second: 1000 MB/sec (MB = 2^20) and 8.388608 Gb/sec.
   const std::vector<BwSample> samples = {{500, 500'000'000}, {1000, 1'000'000'000}};
-  const BwResult mb = compute_bw(1 << 20, samples, false);
+  const BwResult mb = compute_bw(1 << 20, samples, false, 0);
   EXPECT_DOUBLE_EQ(mb.bw_average, 1000.0);
   EXPECT_DOUBLE_EQ(mb.msg_rate_mpps, 0.001);
   EXPECT_EQ(mb.iterations, 1000u);
-  const BwResult gb = compute_bw(1 << 20, samples, true);
+  const BwResult gb = compute_bw(1 << 20, samples, true, 0);
   EXPECT_DOUBLE_EQ(gb.bw_average, 8.388608);
 }
 
 TEST(PerfReport, PeakIsTheBestWindow) {
   // First half slow (100 msgs/s), second half fast (900 msgs in 0.1 s).
   const std::vector<BwSample> samples = {{100, 1'000'000'000}, {1000, 1'100'000'000}};
-  const BwResult r = compute_bw(1 << 20, samples, false);
+  const BwResult r = compute_bw(1 << 20, samples, false, 0);
   EXPECT_NEAR(r.bw_average, 1000.0 / 1.1, 1e-9);
   EXPECT_DOUBLE_EQ(r.bw_peak, 9000.0);
+}
+
+TEST(PerfReport, PeakWindowsStartOnlyWhereThePollDrainedTheCq) {
+  // 100 messages in the first second; then a poll that filled its array (more completions,
+  // made during that second, were still queued) and a drained poll 0.1 ms later with 900
+  // more. Starting a window at the full poll would claim 900 messages in 0.1 ms.
+  const std::vector<BwSample> samples = {{100, 1'000'000'000, false}, {1000, 1'000'100'000, true}};
+  const BwResult r = compute_bw(1 << 20, samples, false, 0);
+  EXPECT_NEAR(r.bw_average, 1000.0 / 1.0001, 1e-9);
+  EXPECT_DOUBLE_EQ(r.bw_peak, r.bw_average);
+  // The same samples, the first drained: then 900 messages did complete in 0.1 ms.
+  const std::vector<BwSample> drained = {{100, 1'000'000'000, true}, {1000, 1'000'100'000, true}};
+  EXPECT_NEAR(compute_bw(1 << 20, drained, false, 0).bw_peak, 900.0 / 1e-4, 1e-3);
+}
+
+TEST(PerfReport, PeakWindowsCountOnlyMessagesSurelyCompletedInside) {
+  // Two QPs, a completion every 100 messages: at a drained sample each QP may have finished
+  // 99 more without a completion. 1000 messages in the first second; 0.1 ms later both QPs'
+  // next completions (200 messages, most of them finished long before). A peak of 200
+  // messages in 0.1 ms is not shown; 2000 messages in the following second count, less the
+  // 198 that may precede the window.
+  const std::vector<BwSample> samples = {
+      {1000, 1'000'000'000, true}, {1200, 1'000'100'000, true}, {3200, 2'000'100'000, true}};
+  const BwResult r = compute_bw(1 << 20, samples, false, 2 * 99);
+  EXPECT_NEAR(r.bw_average, 3200.0 / 2.0001, 1e-9);
+  EXPECT_NEAR(r.bw_peak, (3200.0 - 1000 - 198) / 1.0001, 1e-9);
+  EXPECT_LT(r.bw_peak, 2100.0);
 }
 
 TEST(PerfReport, LatencyStatistics) {
