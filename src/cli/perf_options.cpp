@@ -35,7 +35,6 @@ constexpr int kDefTxLat = 1;
 constexpr int kDefRxSend = 512;
 constexpr int kDefCqMod = 100;
 constexpr int kMaxCqMod = 1000;
-constexpr int kMaxQps = 256;
 constexpr int kMaxDepth = 16384;  // the device's max_qp_wr
 constexpr uint64_t kAtomicSize = 8;
 
@@ -113,7 +112,7 @@ void add_perf_options(CLI::App& sub, PerfOptions& o) {
   sub.add_option("-n,--iters", o.iters, "Iterations (default 5000 BW, 1000 latency)");
   sub.add_option("-D,--duration", o.duration, "Run for this many seconds instead of -n");
   sub.add_option("-q,--qp", o.num_qps, "Number of QPs (BW tests, default 1)")
-      ->check(CLI::Range(1, kMaxQps));
+      ->check(CLI::Range(1, kPerfMaxQps));
   sub.add_option("-m,--mtu", o.mtu, "Path MTU: 256, 512, 1024, 2048 or 4096 (default: active)")
       ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}));
   sub.add_option("-c,--connection", o.connection, "Connection type RC, UC or UD (default RC)")

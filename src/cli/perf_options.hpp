@@ -40,7 +40,9 @@ struct PerfTest {
 
 inline constexpr uint16_t kPerfDefaultPort = 18515;
 inline constexpr uint64_t kPerfMaxSize = 1ull << 31;  // perftest's MAX_SIZE (2 GiB)
-inline constexpr int kPerfAllMaxExponent = 23;        // -a: 2 .. 2^23 bytes
+// QPs one run may use (-q); the server refuses a setup with more.
+inline constexpr int kPerfMaxQps = 1024;
+inline constexpr int kPerfAllMaxExponent = 23;  // -a: 2 .. 2^23 bytes
 
 struct PerfOptions {
   // As typed (strings and "unset" markers so test-dependent defaults can be filled later).

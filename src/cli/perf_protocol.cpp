@@ -118,7 +118,7 @@ bool from_json(const nlohmann::json& j, PerfSetup& s, std::string& error) {
     error = std::string("the client sent a malformed setup: ") + e.what();
     return false;
   }
-  const bool sane = !s.sizes.empty() && s.num_qps >= 1 && s.num_qps <= 256 &&
+  const bool sane = !s.sizes.empty() && s.num_qps >= 1 && s.num_qps <= kPerfMaxQps &&
                     static_cast<size_t>(s.num_qps) == s.qps.size() && s.tx_depth >= 1 &&
                     s.rx_depth >= 1 && s.cq_mod >= 1 && s.ring_slots >= 1 && s.slot_size >= 1 &&
                     std::all_of(s.sizes.begin(), s.sizes.end(),

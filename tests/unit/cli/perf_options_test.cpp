@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/perf_options.hpp"
+#include "cli/perf_protocol.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -167,12 +168,29 @@ TEST(PerfOptions, NumbersOutOfRangeNameTheRange) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"write_bw", "-p", "0"}, "--port: Value 0 not in range 1 to 65535"},
       {{"write_bw", "-p", "70000"}, "--port: Value 70000 not in range 1 to 65535"},
-      {{"write_bw", "-q", "0"}, "--qp: Value 0 not in range 1 to 256"},
+      {{"write_bw", "-q", "0"}, "--qp: Value 0 not in range 1 to 1024"},
+      {{"write_bw", "-q", "1025"}, "--qp: Value 1025 not in range 1 to 1024"},
       {{"write_bw", "-x", "1024"}, "--gid-index: Value 1024 not in range 0 to 1023"},
   };
   for (const auto& [args, message] : cases) {
     PerfOptions o;
     EXPECT_EQ(parse(args, o), message) << args[1] << " " << args[2];
+  }
+}
+
+// The server checks the client's setup against the same QP limit as the -q option.
+TEST(PerfOptions, TheServerAcceptsAsManyQpsAsTheClientMayAskAndNoMore) {
+  PerfSetup s;
+  s.test = "write_bw";
+  s.sizes = {65536};
+  s.slot_size = 65536;
+  for (const int qps : {kPerfMaxQps, kPerfMaxQps + 1}) {
+    s.num_qps = qps;
+    s.qps.assign(static_cast<size_t>(qps), PerfQpInfo{});
+    PerfSetup back;
+    std::string error;
+    EXPECT_EQ(from_json(to_json(s), back, error), qps <= kPerfMaxQps) << qps;
+    EXPECT_EQ(error, qps <= kPerfMaxQps ? "" : "the client sent a setup out of range");
   }
 }
 
