@@ -27,8 +27,11 @@ using testing::unshared;
 
 constexpr uint16_t kPort = 24841;
 
-// A device's I/O on 127.0.0.1 and ::1 (both on kPort), and a sender for each family.
+// A device's I/O on 127.0.0.1 and ::1 (both on `port`), and a sender for each family. Each
+// test gives its own port: ctest runs the tests of this file in parallel, and two receivers
+// bound to one port (SO_REUSEADDR) would each get some of the other's datagrams.
 struct TwoAddressIo {
+  uint16_t port = 0;
   std::unique_ptr<UdpPacketIo> io;
   int fd4 = -1;  // the receiving sockets, owned by `io`
   int fd6 = -1;
@@ -55,10 +58,11 @@ struct TwoAddressIo {
 };
 
 // Skips (returns false) on a host without ::1.
-bool open_two_address_io(TwoAddressIo& t) {
+bool open_two_address_io(TwoAddressIo& t, uint16_t port) {
+  t.port = port;
   std::vector<std::unique_ptr<UdpPort>> ports;
   for (const char* addr : {"127.0.0.1", "::1"}) {
-    auto p = UdpPort::open(unshared(addr, kPort));
+    auto p = UdpPort::open(unshared(addr, port));
     if (!p.ok() && p.error().code == EADDRNOTAVAIL) return false;
     EXPECT_TRUE(p.ok()) << p.error().message;
     if (!p.ok()) return false;
@@ -66,14 +70,14 @@ bool open_two_address_io(TwoAddressIo& t) {
   }
   t.fd4 = ports[0]->fd();
   t.fd6 = ports[1]->fd();
-  t.io = std::make_unique<UdpPacketIo>(std::move(ports), kPort);
+  t.io = std::make_unique<UdpPacketIo>(std::move(ports), port);
   t.tx4 = std::move(UdpPort::open(unshared("127.0.0.1")).value());
   t.tx6 = std::move(UdpPort::open(unshared("::1")).value());
   return true;
 }
 
-void send_mark(UdpPort& from, const char* to, uint8_t mark) {
-  ASSERT_EQ(send_one(from, bth_packet(0x11, 4, mark), ip(to), kPort), 1U);
+void send_mark(UdpPort& from, const char* to, uint8_t mark, uint16_t port) {
+  ASSERT_EQ(send_one(from, bth_packet(0x11, 4, mark), ip(to), port), 1U);
 }
 
 // Loopback usually delivers within the sending system call, but a loaded machine may leave
@@ -86,7 +90,7 @@ void wait_readable(int fd) {
 
 // Traffic on IPv4 makes that socket the one read directly: one datagram, received.
 void make_ipv4_busy(TwoAddressIo& t) {
-  send_mark(*t.tx4, "127.0.0.1", 1);
+  send_mark(*t.tx4, "127.0.0.1", 1, t.port);
   std::vector<uint8_t> got;
   for (int i = 0; i < 1000 && got.empty(); ++i) got = t.pass();
   ASSERT_EQ(got, std::vector<uint8_t>{1});
@@ -108,7 +112,7 @@ std::pair<std::vector<uint8_t>, int> pass_until_any(TwoAddressIo& t,
 
 TEST(UdpPacketIoRx, ASocketQuietForLongIsStillReadWhileAnotherIsBusy) {
   TwoAddressIo t;
-  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  if (!open_two_address_io(t, kPort + 2)) GTEST_SKIP() << "no ::1 on this host";
   ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
   // Empty passes for a while: every full look finds the IPv6 socket quiet, so they space
   // out to the longest interval.
@@ -116,7 +120,7 @@ TEST(UdpPacketIoRx, ASocketQuietForLongIsStillReadWhileAnotherIsBusy) {
        std::chrono::steady_clock::now() < end;) {
     ASSERT_TRUE(t.pass().empty());
   }
-  send_mark(*t.tx6, "::1", 2);
+  send_mark(*t.tx6, "::1", 2, t.port);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd6));
   const auto start = std::chrono::steady_clock::now();
   const auto [got, passes] = pass_until_any(t, 2000ms);
@@ -128,15 +132,15 @@ TEST(UdpPacketIoRx, ASocketQuietForLongIsStillReadWhileAnotherIsBusy) {
 
 TEST(UdpPacketIoRx, AfterAQuietSocketDeliversTheOthersAreLookedAtEveryFifthPass) {
   TwoAddressIo t;
-  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  if (!open_two_address_io(t, kPort + 3)) GTEST_SKIP() << "no ::1 on this host";
   ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
   // The traffic moves to IPv6: a full look finds it, and that socket is read directly now.
-  send_mark(*t.tx6, "::1", 2);
+  send_mark(*t.tx6, "::1", 2, t.port);
   const auto [got6, passes6] = pass_until_any(t, 2000ms);
   ASSERT_EQ(got6, std::vector<uint8_t>{2});
   // The IPv4 socket had traffic a moment ago: it is looked at every few passes, not after
   // the long interval of a socket that stays quiet.
-  send_mark(*t.tx4, "127.0.0.1", 3);
+  send_mark(*t.tx4, "127.0.0.1", 3, t.port);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd4));
   const auto [got4, passes4] = pass_until_any(t, 2000ms);
   EXPECT_EQ(got4, std::vector<uint8_t>{3});
@@ -145,7 +149,7 @@ TEST(UdpPacketIoRx, AfterAQuietSocketDeliversTheOthersAreLookedAtEveryFifthPass)
 
 TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
   TwoAddressIo t;
-  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  if (!open_two_address_io(t, kPort + 4)) GTEST_SKIP() << "no ::1 on this host";
   std::vector<uint8_t> all;
   std::vector<uint8_t> got6;
   auto take = [&] {
@@ -157,8 +161,8 @@ TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
   uint8_t next6 = 100;
   for (int r = 0; r < 40; ++r) {
     const bool v4_busy = r < 20;
-    for (int k = 0; k < (v4_busy ? 3 : 1); ++k) send_mark(*t.tx4, "127.0.0.1", next4++);
-    for (int k = 0; k < (v4_busy ? 1 : 3); ++k) send_mark(*t.tx6, "::1", next6++);
+    for (int k = 0; k < (v4_busy ? 3 : 1); ++k) send_mark(*t.tx4, "127.0.0.1", next4++, t.port);
+    for (int k = 0; k < (v4_busy ? 1 : 3); ++k) send_mark(*t.tx6, "::1", next6++, t.port);
     take();
   }
   // Then passes until all have come (a loaded machine may deliver late), and 20 more: a
@@ -184,10 +188,10 @@ TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
 
 TEST(UdpPacketIoRx, AfterWaitSawAQuietSocketReadableTheNextPassReadsIt) {
   TwoAddressIo t;
-  if (!open_two_address_io(t)) GTEST_SKIP() << "no ::1 on this host";
+  if (!open_two_address_io(t, kPort + 5)) GTEST_SKIP() << "no ::1 on this host";
   ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
   EXPECT_TRUE(t.pass().empty());  // the IPv4 socket is the one read directly now
-  send_mark(*t.tx6, "::1", 2);
+  send_mark(*t.tx6, "::1", 2, t.port);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd6));
   t.io->wait(1s, false);  // returns at once: ::1 is readable
   EXPECT_EQ(t.pass(), std::vector<uint8_t>{2});
