@@ -113,6 +113,9 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
     uint64_t seen_pending = 0;
     uint64_t seen_rnr = 0;
     std::optional<TimePoint> stall_since;  // first timeout after the last answer
+    // Packets to the peer the network or the local stack refused as too big (PathReport::
+    // too_big) when the stall began: more since is certain evidence, worth a warning at once.
+    uint64_t too_big_at_stall = 0;
     bool warned = false;
   };
 

@@ -80,6 +80,7 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
   const auto limit =
       std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options_.watchdog_s));
   std::vector<uint32_t> stalled;
+  std::vector<uint32_t> refused;  // stalled and refused as too big since the stall began
   {
     std::lock_guard lock(qp_mu_);
     for (const QpSnapshot& q : snap.qps) {
@@ -108,12 +109,28 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
         continue;
       }
       if (pending == info.seen_pending) continue;  // nothing outstanding went unanswered
-      if (!info.stall_since) info.stall_since = now;
-      if (!info.warned && now - *info.stall_since >= limit) {
+      const uint64_t too_big = dev.path_report(q.remote_gid).too_big;
+      if (!info.stall_since) {
+        info.stall_since = now;
+        info.too_big_at_stall = too_big;
+      }
+      if (info.warned) continue;
+      if (too_big > info.too_big_at_stall) {
+        // The packets never reach the peer, and the network (or this host's route) said why:
+        // there is nothing to wait for.
+        info.warned = true;
+        refused.push_back(q.qpn);
+      } else if (now - *info.stall_since >= limit) {
         info.warned = true;
         stalled.push_back(q.qpn);
       }
     }
+  }
+  for (uint32_t qpn : refused) {
+    const QpSnapshot* q = snap.qp(qpn);
+    if (q == nullptr) continue;
+    log_line("uroce: QP 0x" + hex(qpn) + " to " + gid_address(q->remote_gid) + ": no response — " +
+             explain_stall(snap, *q, evidence(dev, *q)));
   }
   for (uint32_t qpn : stalled) {
     const QpSnapshot* q = snap.qp(qpn);

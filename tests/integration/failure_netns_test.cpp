@@ -343,6 +343,39 @@ TEST_F(FailureNetnsTest, PathNarrowerThanBothEndsSaysSmallPacketsAreAnsweredButF
       << srv.both();
 }
 
+// (b), this host's route narrower than the interface: both veths carry 9000, but A's route to
+// B says MTU 1400 (as a tunnel's or a VPN's route does), so the local stack refuses every
+// full-size packet (EMSGSIZE) and nothing leaves. The cause is certain from the first refused
+// retry: the device warns at once, long before the 5 s watchdog, and only once.
+TEST_F(FailureNetnsTest, ARouteNarrowerThanThePathMtuIsNamedAtOnce) {
+  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
+  ASSERT_TRUE(sh("ip -n " + a_ + " route replace " + addr_b_ + "/32 dev " + va_ + " mtu 1400"));
+  NsProcess srv(b_, env(), perf("write_bw", "", {}));
+  std::this_thread::sleep_for(300ms);
+  NsProcess cli(a_, env(), perf("write_bw", addr_b_, {"-s", "65536", "-m", "4096", "-n", "20"}));
+  const std::string warning =
+      "uroce: QP 0x11 to " + addr_b_ + ": no response — the network refused ";
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(cli.wait_for_stderr(warning, 4s)) << cli.both();
+  EXPECT_LT(Clock::now() - t0, 4s);
+  EXPECT_EQ(cli.wait(30s), 1) << cli.both();
+  const std::string err = cli.err();
+  const size_t at = err.find(warning);
+  ASSERT_NE(at, std::string::npos) << cli.both();
+  EXPECT_NE(err.find(" as too big (ICMP fragmentation needed or EMSGSIZE, MTU 1400): path MTU "
+                     "4096 does not fit this path — use -m 1024 or raise the MTU on the path",
+                     at),
+            std::string::npos)
+      << cli.both();
+  EXPECT_EQ(err.find(warning, at + 1), std::string::npos) << "warned twice:\n" << cli.both();
+  EXPECT_EQ(err.find("no response for 5 s"), std::string::npos) << cli.both();
+  EXPECT_NE(err.find("65536 bytes: no completion for 10 s: the network refused "),
+            std::string::npos)
+      << cli.both();
+  EXPECT_EQ(srv.wait(10s), 1) << srv.both();
+}
+
 // `uroce perf` exchanges the MTU: the same 9000/1500 pair with -m 4096 runs at 1024, and
 // both sides say so.
 TEST_F(FailureNetnsTest, PerfClampsTheMtuToTheSmallerActiveMtuAndSaysSo) {
