@@ -109,13 +109,12 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
         continue;
       }
       if (pending == info.seen_pending) continue;  // nothing outstanding went unanswered
-      const uint64_t too_big = dev.path_report(q.remote_gid).too_big;
       if (!info.stall_since) {
         info.stall_since = now;
-        info.too_big_at_stall = too_big;
+        info.too_big_at_stall = dev.path_report(q.remote_gid).too_big;
       }
       if (info.warned) continue;
-      if (too_big > info.too_big_at_stall) {
+      if (dev.path_report(q.remote_gid).too_big > info.too_big_at_stall) {
         // The packets never reach the peer, and the network (or this host's route) said why:
         // there is nothing to wait for.
         info.warned = true;
