@@ -319,6 +319,9 @@ int run_pingpong(PingpongOptions& o) {
 
   std::unique_ptr<device::Device> named;
   std::string error = open_before_side_channel(o.device, o.cc.resolved, named);
+  if (error.empty()) {
+    error = check_gid_index_before_side_channel(named.get(), o.ib_port, o.gid_index, o.host);
+  }
   if (!error.empty()) return fail(error);
   pp.dev = std::move(named);
   std::unique_ptr<OobSocket> sock =

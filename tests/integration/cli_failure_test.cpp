@@ -108,6 +108,36 @@ TEST(CliFailure, ABadEnvironmentIsNamedBeforeWaitingForAPeer) {
   }
 }
 
+// A GID index the device lacks is named before the wait for a peer (none comes): on the named
+// device; without -d on the device of the route to the host (loopback's here), and for a
+// server when no device of the host has that many GIDs.
+TEST(CliFailure, AGidIndexTheDeviceLacksIsNamedBeforeWaitingForAPeer) {
+  const uint16_t tcp = closed_tcp_port();
+  for (const char* cmd : {"perf", "pingpong"}) {
+    const std::string gid_flag = std::string(cmd) == "perf" ? "-x" : "-g";
+    for (const int where : {0, 1, 2}) {  // client without -d, client with -d, server
+      SCOPED_TRACE(std::string(cmd) + " case " + std::to_string(where));
+      std::vector<std::string> args = {cmd};
+      if (std::string(cmd) == "perf") args.push_back("write_bw");
+      if (where != 2) args.push_back("127.0.0.1");
+      if (where == 1) args.insert(args.end(), {"-d", "uroce_lo"});
+      args.insert(args.end(), {gid_flag, "200", "-p", std::to_string(tcp), "--timeout", "20"});
+      const auto t0 = Clock::now();
+      Process p(args, next_port());
+      EXPECT_EQ(p.wait(30s), 1) << p.err();
+      EXPECT_LT(Clock::now() - t0, 5s) << "it waited for a peer";
+      const std::string head =
+          "uroce " + std::string(cmd) + ": can't read sgid of index 200 on port 1: ";
+      const std::string why[] = {
+          "uroce_lo, the device of this host's route to 127.0.0.1, has GID indexes 0 to ",
+          "GID index beyond the GID table\n",
+          "no device of this host has that many GIDs (the most: "};
+      EXPECT_EQ(p.err().rfind(head + why[where], 0), 0u) << p.err();
+      EXPECT_EQ(p.err().find("connection refused"), std::string::npos) << p.err();
+    }
+  }
+}
+
 TEST(CliFailure, RefusedConnectionIsRetriedQuietlyWithinTimeout) {
   const uint16_t tcp = next_port();
   const uint16_t udp = next_port();
