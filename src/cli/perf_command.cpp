@@ -163,10 +163,8 @@ void reset_for_size(PerfContext& ctx, PerfTest t) {
 
 int run_client(PerfOptions& o) {
   std::unique_ptr<device::Device> dev;
-  std::string error = open_before_side_channel(o.device, o.cc.resolved, dev);
-  if (error.empty()) {
-    error = check_gid_index_before_side_channel(dev.get(), o.ib_port, o.gid_index, o.host);
-  }
+  std::string error =
+      open_before_side_channel(o.device, o.ib_port, o.gid_index, o.host, o.cc.resolved, dev);
   if (!error.empty()) return failure(error);
   // A refused connection is retried only within --timeout (the server may still be starting).
   auto sock = OobSocket::connect_to(o.host, o.port, deadline_after(o.timeout), error);
@@ -317,10 +315,8 @@ int run_client(PerfOptions& o) {
 
 int run_server(PerfOptions& o) {
   std::unique_ptr<device::Device> dev;
-  std::string error = open_before_side_channel(o.device, o.cc.resolved, dev);
-  if (error.empty()) {
-    error = check_gid_index_before_side_channel(dev.get(), o.ib_port, o.gid_index, "");
-  }
+  std::string error =
+      open_before_side_channel(o.device, o.ib_port, o.gid_index, "", o.cc.resolved, dev);
   if (!error.empty()) return failure(error);
   auto sock = OobSocket::accept_one(o.port, std::nullopt, error);
   if (!sock) return failure(error);

@@ -318,10 +318,8 @@ int run_pingpong(PingpongOptions& o) {
   const bool server = o.host.empty();
 
   std::unique_ptr<device::Device> named;
-  std::string error = open_before_side_channel(o.device, o.cc.resolved, named);
-  if (error.empty()) {
-    error = check_gid_index_before_side_channel(named.get(), o.ib_port, o.gid_index, o.host);
-  }
+  std::string error =
+      open_before_side_channel(o.device, o.ib_port, o.gid_index, o.host, o.cc.resolved, named);
   if (!error.empty()) return fail(error);
   pp.dev = std::move(named);
   std::unique_ptr<OobSocket> sock =

@@ -1,16 +1,14 @@
 // Device, GID, buffer and QP helpers shared by pingpong and perf: see verbs_setup.hpp.
 #include "cli/verbs_setup.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netdb.h>
-#include <netinet/in.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 
+#include "cli/doctor_checks.hpp"
 #include "config/host_options.hpp"
 #include "net/netdev.hpp"
 #include "net/udp_device.hpp"
@@ -20,61 +18,25 @@ namespace {
 
 constexpr size_t kPageSize = 4096;
 
-// The first address `host` resolves to; nullopt when it does not (the connect says why).
-std::optional<net::IpAddr> resolve_host(const std::string& host) {
-  if (auto a = net::IpAddr::parse(host)) return a;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
-    return std::nullopt;
-  }
-  std::optional<net::IpAddr> out;
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* bytes =
-      res->ai_family == AF_INET
-          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr)
-          : static_cast<const void*>(
-                &reinterpret_cast<const sockaddr_in6*>(res->ai_addr)->sin6_addr);
-  if (::inet_ntop(res->ai_family, bytes, text, sizeof text) != nullptr) {
-    out = net::IpAddr::parse(text);
-  }
-  ::freeaddrinfo(res);
-  return out;
-}
-
-}  // namespace
-
-std::string check_gid_index_before_side_channel(const device::Device* named,
-                                                std::optional<int> port, int gid_index,
-                                                const std::string& host) {
+// -g/-x N without -d, before the side channel opens the device: the client's device is the
+// one of this host's route to `host` (the side channel goes out of it); a server's is not
+// known yet, so it fails only when no device has index N. A host that does not resolve or
+// has no route is left to the connect, which says why.
+std::string gid_index_on_this_host(int port, int gid_index, const std::string& host) {
   if (gid_index < 0) return {};
-  const int p = port.value_or(1);
-  if (named != nullptr) {
-    device::Gid gid{};
-    if (const auto st =
-            named->query_gid(static_cast<uint8_t>(p), static_cast<uint32_t>(gid_index), gid);
-        !st) {
-      return fmt::format("can't read sgid of index {} on port {}: {}", gid_index, p, st.message());
-    }
-    return {};
-  }
   std::string error;
   const auto devices = cli_host_devices({}, error);
   if (!devices || devices->empty()) return error;
   const auto index = static_cast<size_t>(gid_index);
   if (!host.empty()) {
-    const auto dst = resolve_host(host);
-    if (!dst) return {};
-    const auto src = net::route_source_for(*dst);
-    if (!src) return {};
-    const net::HostDevice* d = net::find_device_with_gid(*devices, src.value());
+    const std::optional<Route> route = route_to(host, nullptr);
+    const auto local = route ? net::IpAddr::parse(route->local_address) : std::nullopt;
+    const net::HostDevice* d = local ? net::find_device_with_gid(*devices, *local) : nullptr;
     if (d == nullptr || index < d->port.gids.size()) return {};
     return fmt::format(
         "can't read sgid of index {} on port {}: {}, the device of this host's route to {}, has "
         "GID indexes 0 to {} (see uroce gids)",
-        gid_index, p, d->name, host, d->port.gids.size() - 1);
+        gid_index, port, d->name, host, d->port.gids.size() - 1);
   }
   const net::HostDevice* most = &devices->front();
   for (const net::HostDevice& d : *devices) {
@@ -84,22 +46,30 @@ std::string check_gid_index_before_side_channel(const device::Device* named,
   return fmt::format(
       "can't read sgid of index {} on port {}: no device of this host has that many GIDs (the "
       "most: {}, indexes 0 to {}; see uroce gids)",
-      gid_index, p, most->name, most->port.gids.size() - 1);
+      gid_index, port, most->name, most->port.gids.size() - 1);
 }
 
-std::string open_before_side_channel(const std::string& name, const net::CcOverride& cc,
+}  // namespace
+
+std::string open_before_side_channel(const std::string& name, std::optional<int> port,
+                                     int gid_index, const std::string& host,
+                                     const net::CcOverride& cc,
                                      std::unique_ptr<device::Device>& dev) {
   std::string error;
   // Opening checks the environment as well.
   if (!name.empty()) {
     dev = open_cli_device(name, std::nullopt, error, cc);
+    if (dev && gid_index >= 0) (void)choose_gid(*dev, port, gid_index, net::IpAddr{}, error);
     return error;
   }
   auto env = config::HostOptions::from_env(error);
   if (!env) return error;
   net::UdpDeviceOptions options;
   if (!net::apply_env_options(*env, options, error)) return error;
-  return net::check_progress_cpus(options.progress.cpus);
+  if (std::string cpus = net::check_progress_cpus(options.progress.cpus); !cpus.empty()) {
+    return cpus;
+  }
+  return gid_index_on_this_host(port.value_or(1), gid_index, host);
 }
 
 std::unique_ptr<device::Device> open_cli_device(const std::string& name,

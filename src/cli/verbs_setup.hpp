@@ -30,21 +30,13 @@ inline constexpr uint32_t kPingpongQkey = 0x11111111;
 // (docs/configuration.md) are checked as open_cli_device would check them, and a named
 // device (`name` not empty) is opened into `dev`, so a wrong name or variable is named at
 // once rather than after the wait; without a name, the device is the one the peer reaches
-// us on, opened once it connects. "" or the error.
-[[nodiscard]] std::string open_before_side_channel(const std::string& name,
+// us on, opened once it connects. A GID index (`gid_index` >= 0, -g/-x) is checked on the
+// named device, else on the device of this host's route to `host` (a client), else (a
+// server, `host` empty) against every device. "" or the error.
+[[nodiscard]] std::string open_before_side_channel(const std::string& name, std::optional<int> port,
+                                                   int gid_index, const std::string& host,
                                                    const net::CcOverride& cc,
                                                    std::unique_ptr<device::Device>& dev);
-
-// -g/-x N, before the side channel, so that a GID index the device lacks fails before the
-// peer is waited for (or bothered): on the named device `named`; without one, on the device
-// of this host's route to `host` (the client: the one the side channel will go out of), or,
-// for a server (`host` empty), on every device (it fails only when no device has index N).
-// What cannot be known yet (a host that does not resolve or has no route) is left to the
-// checks after the connect. "" or the error.
-[[nodiscard]] std::string check_gid_index_before_side_channel(const device::Device* named,
-                                                              std::optional<int> port,
-                                                              int gid_index,
-                                                              const std::string& host);
 
 // Opens the device `name` ("uroce_<netdev>"; "uroce0" is a deprecated alias of the first).
 // Without a name: the device one of whose GIDs is `reach_via` (the local address of the TCP
