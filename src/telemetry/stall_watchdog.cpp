@@ -79,8 +79,12 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
   if (options_.watchdog_s <= 0) return;
   const auto limit =
       std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options_.watchdog_s));
-  std::vector<uint32_t> stalled;
-  std::vector<uint32_t> refused;  // stalled and refused as too big since the stall began
+  // QPs to warn about; `refused`: packets were refused as too big during the stall.
+  struct Warning {
+    uint32_t qpn;
+    bool refused;
+  };
+  std::vector<Warning> warnings;
   {
     std::lock_guard lock(qp_mu_);
     for (const QpSnapshot& q : snap.qps) {
@@ -114,30 +118,24 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
         info.too_big_at_stall = dev.path_report(q.remote_gid).too_big;
       }
       if (info.warned) continue;
-      if (dev.path_report(q.remote_gid).too_big > info.too_big_at_stall) {
-        // The packets never reach the peer, and the network (or this host's route) said why:
-        // there is nothing to wait for.
+      // Packets refused as too big never reach the peer, and the network (or this host's
+      // route) said why: there is nothing to wait for.
+      const bool refused = dev.path_report(q.remote_gid).too_big > info.too_big_at_stall;
+      if (refused || now - *info.stall_since >= limit) {
         info.warned = true;
-        refused.push_back(q.qpn);
-      } else if (now - *info.stall_since >= limit) {
-        info.warned = true;
-        stalled.push_back(q.qpn);
+        warnings.push_back({q.qpn, refused});
       }
     }
   }
-  for (uint32_t qpn : refused) {
-    const QpSnapshot* q = snap.qp(qpn);
+  if (warnings.empty()) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", options_.watchdog_s);
+  for (const Warning& w : warnings) {
+    const QpSnapshot* q = snap.qp(w.qpn);
     if (q == nullptr) continue;
-    log_line("uroce: QP 0x" + hex(qpn) + " to " + gid_address(q->remote_gid) + ": no response — " +
+    log_line("uroce: QP 0x" + hex(w.qpn) + " to " + gid_address(q->remote_gid) + ": no response" +
+             (w.refused ? std::string() : std::string(" for ") + seconds + " s") + " — " +
              explain_stall(snap, *q, evidence(dev, *q)));
-  }
-  for (uint32_t qpn : stalled) {
-    const QpSnapshot* q = snap.qp(qpn);
-    if (q == nullptr) continue;
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", options_.watchdog_s);
-    log_line("uroce: QP 0x" + hex(qpn) + " to " + gid_address(q->remote_gid) +
-             ": no response for " + seconds + " s — " + explain_stall(snap, *q, evidence(dev, *q)));
   }
 }
 
