@@ -41,6 +41,13 @@ struct TwoAddressIo {
       UdpPort::kMaxBurst, std::vector<uint8_t>(device::kPacketBufferSize));
   std::vector<device::RxPacket> rx = std::vector<device::RxPacket>(UdpPort::kMaxBurst);
 
+  // A datagram carrying `mark` from the IPv4 / IPv6 sender to the device's address.
+  void send4(uint8_t mark) { send_mark(*tx4, "127.0.0.1", mark); }
+  void send6(uint8_t mark) { send_mark(*tx6, "::1", mark); }
+  void send_mark(UdpPort& from, const char* to, uint8_t mark) {
+    ASSERT_EQ(send_one(from, bth_packet(0x11, 4, mark), ip(to), port), 1U);
+  }
+
   // One rx_burst: the first payload byte (after the BTH) of each datagram it returned, and
   // those of the datagrams that came from ::1 also in `from6` if given.
   std::vector<uint8_t> pass(std::vector<uint8_t>* from6 = nullptr) {
@@ -76,10 +83,6 @@ bool open_two_address_io(TwoAddressIo& t, uint16_t port) {
   return true;
 }
 
-void send_mark(UdpPort& from, const char* to, uint8_t mark, uint16_t port) {
-  ASSERT_EQ(send_one(from, bth_packet(0x11, 4, mark), ip(to), port), 1U);
-}
-
 // Loopback usually delivers within the sending system call, but a loaded machine may leave
 // it to ksoftirqd for a while: the tests that count passes start once the datagram is on
 // the receiving socket. A poll reads nothing, so the passes still have it all to find.
@@ -90,7 +93,7 @@ void wait_readable(int fd) {
 
 // Traffic on IPv4 makes that socket the one read directly: one datagram, received.
 void make_ipv4_busy(TwoAddressIo& t) {
-  send_mark(*t.tx4, "127.0.0.1", 1, t.port);
+  t.send4(1);
   std::vector<uint8_t> got;
   for (int i = 0; i < 1000 && got.empty(); ++i) got = t.pass();
   ASSERT_EQ(got, std::vector<uint8_t>{1});
@@ -120,7 +123,7 @@ TEST(UdpPacketIoRx, ASocketQuietForLongIsStillReadWhileAnotherIsBusy) {
        std::chrono::steady_clock::now() < end;) {
     ASSERT_TRUE(t.pass().empty());
   }
-  send_mark(*t.tx6, "::1", 2, t.port);
+  t.send6(2);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd6));
   const auto start = std::chrono::steady_clock::now();
   const auto [got, passes] = pass_until_any(t, 2000ms);
@@ -135,12 +138,12 @@ TEST(UdpPacketIoRx, AfterAQuietSocketDeliversTheOthersAreLookedAtEveryFifthPass)
   if (!open_two_address_io(t, kPort + 3)) GTEST_SKIP() << "no ::1 on this host";
   ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
   // The traffic moves to IPv6: a full look finds it, and that socket is read directly now.
-  send_mark(*t.tx6, "::1", 2, t.port);
+  t.send6(2);
   const auto [got6, passes6] = pass_until_any(t, 2000ms);
   ASSERT_EQ(got6, std::vector<uint8_t>{2});
   // The IPv4 socket had traffic a moment ago: it is looked at every few passes, not after
   // the long interval of a socket that stays quiet.
-  send_mark(*t.tx4, "127.0.0.1", 3, t.port);
+  t.send4(3);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd4));
   const auto [got4, passes4] = pass_until_any(t, 2000ms);
   EXPECT_EQ(got4, std::vector<uint8_t>{3});
@@ -161,8 +164,8 @@ TEST(UdpPacketIoRx, BothAddressesBusyLoseNothingAndKeepEachSocketsOrder) {
   uint8_t next6 = 100;
   for (int r = 0; r < 40; ++r) {
     const bool v4_busy = r < 20;
-    for (int k = 0; k < (v4_busy ? 3 : 1); ++k) send_mark(*t.tx4, "127.0.0.1", next4++, t.port);
-    for (int k = 0; k < (v4_busy ? 1 : 3); ++k) send_mark(*t.tx6, "::1", next6++, t.port);
+    for (int k = 0; k < (v4_busy ? 3 : 1); ++k) t.send4(next4++);
+    for (int k = 0; k < (v4_busy ? 1 : 3); ++k) t.send6(next6++);
     take();
   }
   // Then passes until all have come (a loaded machine may deliver late), and 20 more: a
@@ -191,7 +194,7 @@ TEST(UdpPacketIoRx, AfterWaitSawAQuietSocketReadableTheNextPassReadsIt) {
   if (!open_two_address_io(t, kPort + 5)) GTEST_SKIP() << "no ::1 on this host";
   ASSERT_NO_FATAL_FAILURE(make_ipv4_busy(t));
   EXPECT_TRUE(t.pass().empty());  // the IPv4 socket is the one read directly now
-  send_mark(*t.tx6, "::1", 2, t.port);
+  t.send6(2);
   ASSERT_NO_FATAL_FAILURE(wait_readable(t.fd6));
   t.io->wait(1s, false);  // returns at once: ::1 is readable
   EXPECT_EQ(t.pass(), std::vector<uint8_t>{2});
