@@ -409,7 +409,7 @@ void Device::progress_loop() {
     // completion of a post_recv in ERR) that has_tx() does not show.
     const bool kicked = kicked_.exchange(false);
     if (!has_tx && !kicked && !stop_.load()) {
-      if (config_.observer) config_.observer->on_idle(now(), *this);
+      if (config_.observer) deadline = std::min(deadline, config_.observer->on_idle(now(), *this));
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
       {

@@ -13,8 +13,8 @@
 // Version 2 added the per-QP congestion-control words; a reader skips a segment of another
 // version with a note (both ends are the same build in practice).
 //
-// Seqlock: the writer (the device's progress thread, at most every kPublishInterval or when
-// it goes idle) makes seq odd, stores the body words with relaxed atomics, makes seq even
+// Seqlock: the writer (the thread driving the device, at most every kPublishInterval, longer
+// with many QPs) makes seq odd, stores the body words with relaxed atomics, makes seq even
 // again (release); a reader copies the body and retries while seq was odd or changed.
 #pragma once
 
@@ -35,6 +35,7 @@ inline constexpr size_t kShmDeviceLen = 64;
 // RTT histogram: bucket i counts samples <= 1 us << i (1 us .. 524 ms), then +Inf.
 inline constexpr size_t kRttBuckets = 20;
 inline constexpr Nanos kPublishInterval = std::chrono::milliseconds(5);
+inline constexpr Nanos kMaxPublishInterval = std::chrono::milliseconds(50);  // many QPs
 
 [[nodiscard]] constexpr uint64_t rtt_bucket_bound_ns(size_t i) {
   return uint64_t{1000} << i;

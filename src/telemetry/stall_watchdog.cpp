@@ -17,8 +17,17 @@ namespace {
 
 using transport::Counter;
 
-// rcvd_rnr_err's position in published values (the engine's counters come first, in order).
+// Positions in published values (the engine's counters come first, in order; acks_rcvd
+// last): check_stalls reads five per QP at every publish, and a lookup by name compared
+// strings against some 70 names each time.
 constexpr size_t kRnrIndex = static_cast<size_t>(Counter::kRcvdRnrErr);
+constexpr size_t kRcvdPktsIndex = static_cast<size_t>(Counter::kRcvdPkts);
+constexpr size_t kSeqNakIndex = static_cast<size_t>(Counter::kRcvdSeqErr);
+constexpr size_t kAckTimeoutIndex = static_cast<size_t>(Counter::kLocalAckTimeoutErr);
+
+uint64_t published(const QpSnapshot& q, size_t index) {
+  return index < q.values.size() ? q.values[index] : 0;
+}
 
 bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
   for (size_t i = 0; i < 10; ++i) {
@@ -77,6 +86,7 @@ StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnaps
 void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
                                    const DeviceSnapshot& snap) {
   if (options_.watchdog_s <= 0) return;
+  static const size_t kAcksIndex = published_counter_names().size() - 1;
   const auto limit =
       std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options_.watchdog_s));
   // QPs to warn about; `refused`: packets were refused as too big during the stall.
@@ -99,10 +109,9 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
       // round-trip tracker counts them; without the tracker, any packet from the peer.
       // Unanswered work shows as ACK timeouts, RNR NAKs or sequence NAKs since then.
       const uint64_t answers =
-          options_.measure_rtt ? snap.qp_value(q, "acks_rcvd") : snap.qp_value(q, "rcvd_pkts");
-      const uint64_t rnr = snap.qp_value(q, "rcvd_rnr_err");
-      const uint64_t pending =
-          snap.qp_value(q, "local_ack_timeout_err") + rnr + snap.qp_value(q, "rcvd_seq_err");
+          options_.measure_rtt ? published(q, kAcksIndex) : published(q, kRcvdPktsIndex);
+      const uint64_t rnr = published(q, kRnrIndex);
+      const uint64_t pending = published(q, kAckTimeoutIndex) + rnr + published(q, kSeqNakIndex);
       if (answers != info.seen_answers || pending < info.seen_pending) {
         // An answer: a new stall (if any) starts from here and may warn again.
         info.seen_answers = answers;

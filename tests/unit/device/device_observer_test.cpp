@@ -35,7 +35,7 @@ class RecordingObserver : public device::DeviceObserver {
     for (const device::RxPacket& p : received) log_.push_back(entry("rx", p.bytes()[0]));
   }
   void on_pass(TimePoint /*now*/, const device::Device& /*dev*/) override {}
-  void on_idle(TimePoint /*now*/, const device::Device& /*dev*/) override {}
+  TimePoint on_idle(TimePoint /*now*/, const device::Device& /*dev*/) override { return kNever; }
   void on_qp_created(uint32_t /*qpn*/) override {}
   void on_qp_modified(uint32_t /*qpn*/, const transport::QpAttr& /*attr*/,
                       uint32_t /*mask*/) override {}
