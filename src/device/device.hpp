@@ -253,6 +253,9 @@ class Device {
   std::atomic<bool> kicked_{false};
   // post_send left its WQEs for the application's next poll (ring_doorbell).
   std::atomic<bool> posts_waiting_{false};
+  // The parked thread found the I/O taken when the ports' housekeeping was due: the
+  // application's next pass, which holds the I/O, runs it.
+  std::atomic<bool> maintain_due_{false};
   // Busy-polling handoff: the time (Device::now() ns) of the last application-driven pass,
   // 0 after end_app_driving(); the parked thread sleeps on park_timer_ (park_cv_ if it
   // could not be had), which the application's polls push forward while parked_.
