@@ -189,6 +189,8 @@ class Device {
   // program's reply goes out first: the next send (after its sendmmsg, before the observer
   // sees what it sent), the next pass, or any other use of the I/O.
   void observe_held_rx();
+  // The ports' housekeeping (PacketIo::maintain), io_mu_ held.
+  void maintain_io_locked();
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
   // Busy-polling handoff (ProgressOptions::app_handoff).

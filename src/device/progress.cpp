@@ -181,8 +181,7 @@ bool Device::progress() {
   std::unique_lock io(io_mu_, std::try_to_lock);
   if (!io.owns_lock()) return false;
   if (maintain_due_.load(std::memory_order_relaxed) && maintain_due_.exchange(false)) {
-    observe_held_rx();  // maintenance may rewrite the ports the buffers point into
-    io_->maintain();
+    maintain_io_locked();
   }
   // WQEs posted since the last pass leave before this pass reads the sockets: a ping-pong's
   // request must not wait behind a receive call.
@@ -353,6 +352,11 @@ void Device::kick() {
   hand_to_thread();
 }
 
+void Device::maintain_io_locked() {
+  observe_held_rx();  // maintenance may rewrite the ports the buffers point into
+  io_->maintain();
+}
+
 void Device::hand_to_thread() {
   // kicked_ keeps a thread about to sleep from sleeping; one asleep in wait() computed its
   // wait (readable only, or writable too) before this work was left, so it is woken.
@@ -384,8 +388,7 @@ void Device::progress_loop() {
       if (now() - last_maintain >= std::chrono::milliseconds(100)) {
         std::unique_lock io(io_mu_, std::try_to_lock);
         if (io.owns_lock()) {
-          observe_held_rx();  // maintenance may rewrite the ports the buffers point into
-          io_->maintain();
+          maintain_io_locked();
         } else {
           maintain_due_.store(true);
         }
@@ -427,8 +430,7 @@ void Device::progress_loop() {
         // Under io_mu_: an application thread's progress() may be in rx_burst on the same
         // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
         std::lock_guard io(io_mu_);
-        observe_held_rx();  // maintenance may rewrite the ports the buffers point into
-        io_->maintain();
+        maintain_io_locked();
         last_maintain = now();
       }
       io_->wait(timeout, want_write);

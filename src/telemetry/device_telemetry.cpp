@@ -112,6 +112,11 @@ const std::vector<std::string>& published_counter_names() {
   return *names;
 }
 
+size_t acks_rcvd_index() {
+  static const size_t index = published_counter_names().size() - 1;
+  return index;
+}
+
 DeviceTelemetry::DeviceTelemetry(TelemetryOptions options) : options_(std::move(options)) {
   options_.device = claim_label(options_.device);
   latest_.device = options_.device;
@@ -288,12 +293,10 @@ void DeviceTelemetry::build(const device::Device& dev, DeviceSnapshot& snap) {
     if (!c) continue;
     if (n == snap.qps.size()) snap.qps.emplace_back();
     QpSnapshot& q = snap.qps[n++];
+    std::vector<uint64_t> values = std::move(q.values);  // storage kept, every field reset
+    q = QpSnapshot{};
+    q.values = std::move(values);
     q.qpn = row.qpn;
-    q.remote_qpn = 0;
-    q.remote_gid = {};
-    q.state = 0;
-    q.qp_type = 0;
-    q.cc = {};
     transport::QpAttr attr;
     transport::QpInitAttr init;
     if (dev.query_qp(row.qpn, attr, init)) {
@@ -308,8 +311,7 @@ void DeviceTelemetry::build(const device::Device& dev, DeviceSnapshot& snap) {
     uint64_t acks = 0;
     {
       std::lock_guard lock(qp_mu_);
-      const RttHistogram* h = rtt_.histogram(row.qpn);
-      q.rtt = h != nullptr ? *h : RttHistogram{};
+      if (const RttHistogram* h = rtt_.histogram(row.qpn)) q.rtt = *h;
       acks = rtt_.acks_received(row.qpn);
     }
     all_acks += acks;
@@ -331,7 +333,7 @@ void DeviceTelemetry::publish(const device::Device& dev) {
   std::lock_guard lock(latest_mu_);
   // ACKs of destroyed QPs stay in the device total.
   if (!latest_.values.empty()) {
-    const size_t acks = spare_.names.size() - 1;
+    const size_t acks = acks_rcvd_index();
     spare_.values[acks] = std::max(spare_.values[acks], latest_.values[acks]);
   }
   std::swap(latest_, spare_);  // the old one's storage is the next build's

@@ -2,9 +2,9 @@
 //
 //   * publishes a DeviceSnapshot (device counters, per-QP counters, ACK round-trip
 //     histograms, QP state and last error) every kPublishInterval while the device is busy
-//     (longer with many QPs: publishing takes at most 1 % of the thread) and once more when
-//     it goes idle (that too at most once per interval) — to the shared-memory segment
-//     `uroce stat` reads, and to the Prometheus endpoint when one is configured;
+//     (longer with many QPs, up to 50 ms: publishing takes about 1 % of the thread) and once more
+//     when it goes idle (that too at most once per interval) — to the shared-memory segment `uroce
+//     stat` reads, and to the Prometheus endpoint when one is configured;
 //   * measures ACK round trips per QP from the packets sent and received (RttTracker);
 //   * writes every packet sent and received to a pcap file when asked;
 //   * logs one explained line per QP and error status when poll_cq returns an error
@@ -68,6 +68,8 @@ struct TelemetryOptions {
 // impair_queue_max_bytes; device-wide), then acks_rcvd (ACKs seen by the
 // round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();
+// acks_rcvd's position in published values (the last).
+[[nodiscard]] size_t acks_rcvd_index();
 
 // The device's counters now, indexed like published_counter_names(): for a program's own
 // report (`uroce perf --json`). acks_rcvd is the device's DeviceTelemetry's as of its last

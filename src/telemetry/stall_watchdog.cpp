@@ -86,7 +86,6 @@ StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnaps
 void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
                                    const DeviceSnapshot& snap) {
   if (options_.watchdog_s <= 0) return;
-  static const size_t kAcksIndex = published_counter_names().size() - 1;
   const auto limit =
       std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options_.watchdog_s));
   // QPs to warn about; `refused`: packets were refused as too big during the stall.
@@ -109,7 +108,7 @@ void DeviceTelemetry::check_stalls(TimePoint now, const device::Device& dev,
       // round-trip tracker counts them; without the tracker, any packet from the peer.
       // Unanswered work shows as ACK timeouts, RNR NAKs or sequence NAKs since then.
       const uint64_t answers =
-          options_.measure_rtt ? published(q, kAcksIndex) : published(q, kRcvdPktsIndex);
+          options_.measure_rtt ? published(q, acks_rcvd_index()) : published(q, kRcvdPktsIndex);
       const uint64_t rnr = published(q, kRnrIndex);
       const uint64_t pending = published(q, kAckTimeoutIndex) + rnr + published(q, kSeqNakIndex);
       if (answers != info.seen_answers || pending < info.seen_pending) {
@@ -156,7 +155,7 @@ std::string DeviceTelemetry::diagnose(const device::Device& dev, uint32_t qpn) c
 }
 
 uint64_t DeviceTelemetry::rnr_naks_since_answer(const QpSnapshot& q) const {
-  const uint64_t rnr = q.values.size() > kRnrIndex ? q.values[kRnrIndex] : 0;
+  const uint64_t rnr = published(q, kRnrIndex);
   std::lock_guard lock(qp_mu_);
   auto it = qps_.find(q.qpn);
   return it == qps_.end() || rnr < it->second.seen_rnr ? 0 : rnr - it->second.seen_rnr;
