@@ -2,9 +2,10 @@
 //
 //   * publishes a DeviceSnapshot (device counters, per-QP counters, ACK round-trip
 //     histograms, QP state and last error) every kPublishInterval while the device is busy
-//     (longer with many QPs, up to 50 ms: publishing takes about 1 % of the thread) and once more
-//     when it goes idle (that too at most once per interval) — to the shared-memory segment `uroce
-//     stat` reads, and to the Prometheus endpoint when one is configured;
+//     (up to 50 ms with many QPs, so that publishing takes about 1 % of the thread) and
+//     once more when it goes idle (that too at most once per interval) — to the
+//     shared-memory segment `uroce stat` reads, and to the Prometheus endpoint when one is
+//     configured;
 //   * measures ACK round trips per QP from the packets sent and received (RttTracker);
 //   * writes every packet sent and received to a pcap file when asked;
 //   * logs one explained line per QP and error status when poll_cq returns an error
