@@ -21,6 +21,7 @@ class EngineImpl {
   explicit EngineImpl(const EngineConfig& config);
 
   // ---- helpers for the protocol machines
+  PeerClocks& peers() { return peers_; }
   void count(Qp& qp, Counter c, uint64_t n = 1) {
     counters_.add(c, n);
     qp.counters.add(c, n);
@@ -134,6 +135,7 @@ class EngineImpl {
   uint32_t qp_count_ = 0;
 
   TimerHeap timers_;
+  PeerClocks peers_;
 
   std::vector<uint32_t> tx_ring_;  // QP table indices with something to send, FIFO
   uint32_t tx_head_ = 0;

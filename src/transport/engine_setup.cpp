@@ -255,6 +255,7 @@ void EngineImpl::apply_attrs(Qp& qp, const QpAttr& a, uint32_t mask) {
     s.ah_attr = a.ah_attr;
     // rxe_modify_qp: the UDP source port follows the AV's flow label and the QPNs.
     qp.sport = av_sport(a.ah_attr.flow_label, qp.qpn, s.dest_qp_num);
+    if (qp.is_rc()) qp.peer = peers_.index_of(a.ah_attr.dgid);
   }
   if (mask & kQpPathMtu) {
     s.path_mtu = a.path_mtu;

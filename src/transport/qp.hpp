@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "transport/congestion.hpp"
+#include "transport/peer_clock.hpp"
 #include "transport/recv_queue.hpp"
 #include "transport/send_queue.hpp"
 #include "uroce/vocab/counters.hpp"
@@ -151,6 +152,8 @@ class Completer {
   void start_retry(EngineImpl& e, Qp& qp, TimePoint now, bool from_nak);
   void complete_head(EngineImpl& e, Qp& qp, WcStatus status);
   void fail_head(EngineImpl& e, Qp& qp, WcStatus status);
+  // A go-back may resend one packet first and wait for its answer (Requester::start_probe).
+  [[nodiscard]] bool can_probe(const Qp& qp) const;
 
   Psn psn_;  // oldest unacknowledged PSN
   uint8_t retry_left_ = 0;
@@ -171,7 +174,8 @@ class Completer {
   Psn adp_high_psn_;
   bool adp_gap_ready_ = false;  // progress came after it: a duplicate ACK proves it spurious
   bool timer_rewind_ = false;
-  TimePoint probe_at_{};  // when the configured timeout sent its probe (Requester::start_probe)
+  TimePoint probe_at_{};    // when the last probe was sent (Requester::start_probe)
+  bool adp_probe_ = false;  // that probe is an adaptive go-back's, not the configured timeout's
   Nanos adp_gap_{0};
   RttEstimator rtt_;
   // AckReq packets sent and not yet acknowledged, in send order (docs/congestion.md "Loss
@@ -349,6 +353,7 @@ struct Qp {
   bool cnp_due = false;
   bool ce_in_gap = false;
   bool in_tx_list = false;
+  uint16_t peer = PeerClocks::kNone;  // the engine's PeerClocks entry for the AV's address (RC)
 
   [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }
   // Selective repeat in use: both ends agreed (QpAttr::recovery) and the QP is RC.

@@ -433,6 +433,7 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   if (qp.is_rc() && h.bth.ackreq) {
     first_awaited = qp.comp.on_ackreq_sent(now, w.opcode == WrOpcode::kRdmaRead ? w.last_psn : psn_,
                                            !resent || !qp.comp.timer_rewind());
+    e.peers().note_sent(qp.peer, qp.qpn, now);
   }
 
   if (w.opcode == WrOpcode::kRdmaRead) {
