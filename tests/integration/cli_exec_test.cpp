@@ -32,12 +32,15 @@ ProcResult exec_sh(const std::string& script, const std::string& netns = "",
   return p.wait(limit);
 }
 
-std::vector<std::string> exec_leftovers() {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/tmp")) {
-    if (e.path().filename().string().rfind("uroce-exec-", 0) == 0) out.push_back(e.path());
+// The scratch directory of the `uroce exec` whose program printed its mounts (the overlay
+// over /sys/class has its upper layer there); empty if none was printed. Other tests' exec
+// runs have scratch directories of their own in /tmp at the same time (ctest -j).
+std::string exec_scratch(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(R"(upperdir=(/tmp/uroce-exec-[A-Za-z0-9]+))"))) {
+    return "";
   }
-  return out;
+  return m[1].str();
 }
 
 class CliExecTest : public ::testing::Test {
@@ -56,7 +59,8 @@ TEST_F(CliExecTest, ProgramSeesUroceDevicesAndTheHostDoesNot) {
       exec_sh("cat " + ib + "/node_type " + ib + "/ports/1/state " + ib + "/ports/1/link_layer " +
               ib + "/ports/1/gid_attrs/types/0 " + ib + "/ports/1/gid_attrs/ndevs/0 " + ib +
               "/device/net/lo/mtu /sys/class/infiniband_verbs/uverbs0/ibdev; stat -c '%F %t:%T' "
-              "/dev/infiniband/uverbs0; echo ok > /dev/null && echo devnull-ok; ls /sys/class/net");
+              "/dev/infiniband/uverbs0; echo ok > /dev/null && echo devnull-ok; ls /sys/class/net; "
+              "grep -o 'upperdir=[^,]*' /proc/self/mountinfo");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("1: CA\n4: ACTIVE\nEthernet\nRoCE v2\nlo\n65536\nuroce_lo\n"),
             std::string::npos)
@@ -67,7 +71,10 @@ TEST_F(CliExecTest, ProgramSeesUroceDevicesAndTheHostDoesNot) {
   EXPECT_NE(r.output.find("lo"), std::string::npos) << r.output;  // the real classes are there
   EXPECT_EQ(std::filesystem::exists("/sys/class/infiniband"), host_had_ib);
   EXPECT_FALSE(std::filesystem::exists("/dev/infiniband/uverbs0") && !host_had_ib);
-  EXPECT_TRUE(exec_leftovers().empty());
+  // The scratch directory behind the view is gone once the program has exited.
+  const std::string scratch = exec_scratch(r.output);
+  ASSERT_FALSE(scratch.empty()) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(scratch)) << scratch;
 }
 
 // The GID table in the files is the one `uroce gids` prints, and `uroce gids` inside the
