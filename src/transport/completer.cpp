@@ -57,6 +57,12 @@ bool Completer::can_probe(const Qp& qp) const {
   return head.state == WqeState::kStarted && !is_rd_atomic_op(head.opcode);
 }
 
+void Completer::start_probe(Qp& qp, TimePoint now, bool adaptive_go_back) {
+  qp.req.start_probe(psn_);
+  probe_at_ = now;
+  adp_probe_ = adaptive_go_back;
+}
+
 void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_period) {
   if (qp.attr.timeout == 0) {
     e.disarm_timer(qp, TimerKind::kRetransmit);
@@ -203,11 +209,7 @@ void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
     rtt_.backoff();
     arm_retransmit(e, qp, now, false);
     qp.req.rewind(qp, psn_);
-    if (probe) {
-      qp.req.start_probe(psn_);
-      probe_at_ = now;
-      adp_probe_ = true;
-    }
+    if (probe) start_probe(qp, now, true);
     e.schedule_tx(qp);
     return;
   }
@@ -228,9 +230,7 @@ void Completer::on_retransmit_timeout(EngineImpl& e, Qp& qp, TimePoint now) {
   // without adaptive retransmission (rxe's timer, kept for comparison, resends everything),
   // nor where can_probe says no.
   if (!adaptive || !can_probe(qp)) return;
-  qp.req.start_probe(psn_);
-  probe_at_ = now;
-  adp_probe_ = false;
+  start_probe(qp, now, false);
 }
 
 void Completer::on_rnr_timer(EngineImpl& e, Qp& qp, TimePoint /*now*/) {

@@ -154,6 +154,9 @@ class Completer {
   void fail_head(EngineImpl& e, Qp& qp, WcStatus status);
   // A go-back may resend one packet first and wait for its answer (Requester::start_probe).
   [[nodiscard]] bool can_probe(const Qp& qp) const;
+  // Only the oldest unacknowledged packet leaves until the first positive response
+  // (on_response); `adaptive_go_back`: an adaptive expiry's, not the configured timeout's.
+  void start_probe(Qp& qp, TimePoint now, bool adaptive_go_back);
 
   Psn psn_;  // oldest unacknowledged PSN
   uint8_t retry_left_ = 0;

@@ -166,6 +166,11 @@ class EngineHarness {
   [[nodiscard]] const std::array<uint8_t, 16>& gid(int i) const { return gids_[i]; }
   std::vector<CapturedPacket>& log() { return log_; }
   [[nodiscard]] size_t in_flight() const { return wire_.size(); }
+  // One counter of QP `qpn` on engine `side` (0 for a QP it does not have).
+  [[nodiscard]] uint64_t qp_counter(int side, uint32_t qpn, transport::Counter c) {
+    const transport::Counters* k = engine(side).qp_counters(qpn);
+    return k == nullptr ? 0 : (*k)[c];
+  }
 
   // Creates PD, CQs, a buffer MR and a QP on each engine and brings both QPs to RTS
   // (UD: RTS with Q_Key; RC/UC: connected to each other).

@@ -21,11 +21,6 @@ using namespace transport;
 constexpr uint32_t kMsg = 64 * 1024;  // 64 packets at path MTU 1024, AckReq on the last
 constexpr int kSlots = 8;
 
-uint64_t counter(EngineHarness& h, int side, uint32_t qpn, Counter c) {
-  const Counters* k = h.engine(side).qp_counters(qpn);
-  return k == nullptr ? 0 : (*k)[c];
-}
-
 struct TwoQps {
   EngineHarness h{{.latency = Nanos(2000), .seed = 41}};
   std::array<QpPair, 2> p;
@@ -90,7 +85,7 @@ struct TwoQps {
     }
   }
 
-  uint64_t a(int q, Counter c) { return counter(h, 0, p[q].a.qpn, c); }
+  uint64_t a(int q, Counter c) { return h.qp_counter(0, p[q].a.qpn, c); }
 };
 
 // The peer stops for 5 ms: what reaches it in that time is read when it resumes, in order,
@@ -120,7 +115,7 @@ TEST(PeerStall, EveryQpsTimerResendsOnePacketPerExpiryNotAWindow) {
   uint64_t duplicates = 0;
   for (int q = 0; q < 2; ++q) {
     resent += t.a(q, Counter::kRetransmittedPkts);
-    duplicates += counter(t.h, 1, t.p[q].b.qpn, Counter::kDuplicateRequest);
+    duplicates += t.h.qp_counter(1, t.p[q].b.qpn, Counter::kDuplicateRequest);
   }
   EXPECT_EQ(duplicates, resent);
 }
@@ -142,7 +137,8 @@ TEST(PeerStall, ALossThePeerShowedIsResentWholeAtTheFirstExpiry) {
   bool dropped = false;
   t.h.faults(0).hook = [&](CapturedPacket& pkt) {
     HookVerdict v;
-    if (!dropped && pkt.parse().hdr.bth.dqpn == t.p[0].b.qpn && pkt.parse().hdr.bth.ackreq) {
+    const wire::Bth bth = pkt.parse().hdr.bth;
+    if (!dropped && bth.dqpn == t.p[0].b.qpn && bth.ackreq) {
       dropped = true;
       v.action = HookVerdict::Action::kDrop;
     }

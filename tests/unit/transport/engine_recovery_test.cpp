@@ -13,11 +13,6 @@ namespace {
 
 using namespace transport;
 
-uint64_t qp_counter(EngineHarness& h, int side, uint32_t qpn, Counter c) {
-  const Counters* k = h.engine(side).qp_counters(qpn);
-  return k == nullptr ? 0 : (*k)[c];
-}
-
 void fill_random(std::vector<uint8_t>& buf, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
@@ -160,8 +155,8 @@ TEST_P(HeavyLoss, EveryByteAndEveryCompletionIsRight) {
     }
   }
   EXPECT_TRUE(h.run_until_idle(10s));
-  const uint64_t placed = qp_counter(h, 1, p.b.qpn, Counter::kSrOutOfOrderPlaced);
-  const uint64_t holes = qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts);
+  const uint64_t placed = h.qp_counter(1, p.b.qpn, Counter::kSrOutOfOrderPlaced);
+  const uint64_t holes = h.qp_counter(0, p.a.qpn, Counter::kSrRetransmittedPkts);
   // The wire: a plain multi-packet WRITE ends in WRITE Last (0x08) only under go-back-N.
   bool write_last = false;
   for (const CapturedPacket& pkt : h.log()) write_last |= pkt.from == 0 && pkt.opcode() == 0x08;
@@ -230,8 +225,8 @@ struct OneLoss {
                            p.a.buf.begin() + static_cast<ptrdiff_t>(off + len),
                            p.b.buf.begin() + static_cast<ptrdiff_t>(off)));
   }
-  uint64_t a(Counter c) { return qp_counter(h, 0, p.a.qpn, c); }
-  uint64_t b(Counter c) { return qp_counter(h, 1, p.b.qpn, c); }
+  uint64_t a(Counter c) { return h.qp_counter(0, p.a.qpn, c); }
+  uint64_t b(Counter c) { return h.qp_counter(1, p.b.qpn, c); }
 };
 
 TEST(SelectiveRepeat, ResendsOnlyTheMissingPacket) {
@@ -281,17 +276,17 @@ TEST(SelectiveRepeat, ALostHoleResendIsDetectedByALaterSack) {
   };
   post(0);
   (void)h.run_until([] { return false; }, Nanos(5000));  // the first hole resend went out
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
   post(1);
   const auto wcs = h.wait_wcs(0, p.a.send_cq, 2, 1s);
   ASSERT_EQ(wcs.size(), 2u);
   EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
   EXPECT_EQ(wcs[1].status, WcStatus::kSuccess);
   EXPECT_EQ(copies, 3);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 2u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRetransmittedPkts), 2u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 0u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kSrRetransmittedPkts), 2u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRetransmittedPkts), 2u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRoceAdpRetrans), 0u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
   EXPECT_LT(h.now(), TimePoint(Nanos(20000)));
   EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.begin() + 16384, p.b.buf.begin()));
 }
@@ -346,12 +341,12 @@ TEST(SelectiveRepeat, ALostAckOfTheMoveOverPlacedPsnsIsRecoveredByTheNextResend)
   }
   EXPECT_EQ(copies, 3);  // original, lost hole resend, timer resend (placed)
   EXPECT_EQ(acks, 2);    // the lost ACK of the move, the ACK of the duplicate hole + 1
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRetransmittedPkts), 3u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 2u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
-  EXPECT_EQ(qp_counter(h, 1, p.b.qpn, Counter::kDuplicateRequest), 1u);
-  EXPECT_EQ(qp_counter(h, 1, p.b.qpn, Counter::kSrOutOfOrderPlaced), 5u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kSrRetransmittedPkts), 1u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRetransmittedPkts), 3u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRoceAdpRetrans), 2u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
+  EXPECT_EQ(h.qp_counter(1, p.b.qpn, Counter::kDuplicateRequest), 1u);
+  EXPECT_EQ(h.qp_counter(1, p.b.qpn, Counter::kSrOutOfOrderPlaced), 5u);
   // The original (packet 3 of 8) does not ask for an ACK; every resend does. After the ACK of
   // the hole (the resend asked for it), the second timer resends hole + 1, SACKed but the
   // oldest unacknowledged PSN, and its duplicate's ACK carries the move's cumulative ACK.
@@ -472,12 +467,12 @@ TEST(GoBackN, RetryExhaustionIsUnchangedByTheAdaptiveTimer) {
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
   EXPECT_EQ(h.now(), t0 + Nanos(3 * 1048576));
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 3u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kCompleterRetryErr), 2u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRetryExceededErr), 1u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kLocalAckTimeoutErr), 3u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kCompleterRetryErr), 2u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRetryExceededErr), 1u);
   // 200, 400 us (then 800 would pass the first 1 ms period): two early resends.
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 2u);
-  EXPECT_EQ(qp_counter(h, 0, p.a.qpn, Counter::kRoceAdpRetransTo), 1u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRoceAdpRetrans), 2u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRoceAdpRetransTo), 1u);
 }
 
 }  // namespace

@@ -29,11 +29,6 @@ Nanos queue_delay(TimePoint sent) {
   return std::min(t * 9 / 10, Nanos(40'000'000));
 }
 
-uint64_t counter(EngineHarness& h, int side, uint32_t qpn, Counter c) {
-  const Counters* k = h.engine(side).qp_counters(qpn);
-  return k == nullptr ? 0 : (*k)[c];
-}
-
 struct RampRun {
   EngineHarness h{{.latency = Nanos(2000), .seed = 21}};
   QpPair p;
@@ -92,7 +87,7 @@ struct RampRun {
     EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.end(), p.b.buf.begin()));
   }
 
-  uint64_t a(Counter c) { return counter(h, 0, p.a.qpn, c); }
+  uint64_t a(Counter c) { return h.qp_counter(0, p.a.qpn, c); }
 };
 
 // 48 WRITEs (3072 packets): the ramp to 40 ms within about 14 windows (six of them from 1 ms
@@ -108,7 +103,7 @@ TEST(AdaptiveRto, AQueueRampingFrom1To40MsCausesNoSpuriousGoBack) {
   EXPECT_EQ(r.a(Counter::kLocalAckTimeoutErr), 0u);
   EXPECT_EQ(r.a(Counter::kCompleterRetryErr), 0u);
   EXPECT_EQ(r.a(Counter::kSentPkts), 48u * 64u);
-  EXPECT_EQ(counter(r.h, 1, r.p.b.qpn, Counter::kDuplicateRequest), 0u);
+  EXPECT_EQ(r.h.qp_counter(1, r.p.b.qpn, Counter::kDuplicateRequest), 0u);
 }
 
 // The same ramp, and the last packet of the last WRITE is lost: nothing comes after it, so no
@@ -164,10 +159,10 @@ TEST(AdaptiveRto, APacedMessageEndIsNotLateBeforeItIsSent) {
   ASSERT_EQ(wcs.size(), 4u);
   for (const Wc& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_TRUE(std::equal(p.a.buf.begin(), p.a.buf.end(), p.b.buf.begin()));
-  EXPECT_EQ(counter(h, 0, p.a.qpn, Counter::kRoceAdpRetrans), 0u);
-  EXPECT_EQ(counter(h, 0, p.a.qpn, Counter::kRetransmittedPkts), 0u);
-  EXPECT_EQ(counter(h, 0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
-  EXPECT_EQ(counter(h, 0, p.a.qpn, Counter::kSentPkts), 4u * 64u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRoceAdpRetrans), 0u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kRetransmittedPkts), 0u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kLocalAckTimeoutErr), 0u);
+  EXPECT_EQ(h.qp_counter(0, p.a.qpn, Counter::kSentPkts), 4u * 64u);
   // The 256 packets at 10 Mb/s: about 225 ms, with no go-back stretching it.
   EXPECT_LT(h.now() - TimePoint(0), Nanos(240'000'000));
 }
