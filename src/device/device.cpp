@@ -57,6 +57,7 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
     park_timer_ = std::make_unique<ParkTimer>();
     if (!park_timer_->ok()) park_timer_.reset();  // out of descriptors: park_cv_ serves
   }
+  engine_.set_payload_by_reference(io_->takes_payload_by_reference());
   if (config_.progress.thread) thread_ = std::thread([this] { progress_loop(); });
 }
 

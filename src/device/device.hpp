@@ -191,6 +191,9 @@ class Device {
   void observe_held_rx();
   // The ports' housekeeping (PacketIo::maintain), io_mu_ held.
   void maintain_io_locked();
+  // Sends the built slots now if any has its payload by reference, under engine_mu_ (the
+  // caller's); copies in the payloads of those the socket did not take.
+  void send_referenced_locked();
   void dispatch_events(std::span<const transport::AsyncEvent> events);
   void kick();  // after posting: send now if the I/O is free, else wake the progress thread
   // Busy-polling handoff (ProgressOptions::app_handoff).

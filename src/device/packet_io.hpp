@@ -103,6 +103,9 @@ class PacketIo {
   // Fills out[0, n) and returns n; sets each returned packet's `data` (RxPacket).
   virtual size_t rx_burst(std::span<RxPacket> out) = 0;
   virtual size_t tx_burst(std::span<const transport::TxSlot> pkts) = 0;
+  // True when tx_burst sends a slot's payload from where transport::TxSlot::payload points
+  // (and only during the call): the device then lets the engine leave payloads there.
+  [[nodiscard]] virtual bool takes_payload_by_reference() const { return false; }
   virtual void maintain() {}
   virtual void wait(Nanos timeout, bool want_write) = 0;  // negative timeout: no limit
   virtual void wake() = 0;

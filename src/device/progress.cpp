@@ -5,7 +5,9 @@
 // One pass (io_pass), with io_mu_ held so one thread at a time drives the PacketIo:
 //   rx_burst into preallocated buffers            (no engine lock: a syscall)
 //   engine: on_packet for each, on_timer if due, poll_tx into free TxSlots, poll_events
-//   tx_burst what was built                       (no engine lock: sendmmsg)
+//   tx_burst what was built                       (no engine lock: sendmmsg; but under it
+//                                                  when a payload is sent by reference,
+//                                                  send_referenced_locked)
 //   dispatch events to completion channels / the async queue
 // When a pass finds nothing to do the thread spins for ProgressOptions::spin, then sleeps in
 // PacketIo::wait until the engine's next deadline or a wake().
@@ -39,15 +41,31 @@ size_t Device::fill_tx_locked(TimePoint now) {
   // The engine sets len and meta of every slot it fills; the others are never read.
   tx_head_ = 0;
   tx_count_ = engine_.poll_tx(now, std::span<transport::TxSlot>(tx_));
-  return tx_count_;
+  const size_t built = tx_count_;
+  send_referenced_locked();
+  return built;
+}
+
+void Device::send_referenced_locked() {
+  // A slot whose payload is a reference into an MR (transport::TxSlot::payload) goes out
+  // before the engine's lock is released: after that the application may deregister or
+  // rewrite the memory (a flushed WQE completes without waiting for its packets). What the
+  // socket does not take now is copied into its slot and waits there like any other.
+  bool any = false;
+  for (size_t i = tx_head_; i < tx_head_ + tx_count_ && !any; ++i) any = !tx_[i].payload.empty();
+  if (!any) return;
+  send_pending(false);
+  for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) transport::flatten(tx_[i]);
 }
 
 namespace {
 
+// Held ACKs only: no payload, by reference or not (the slot copied into may have had one).
 void copy_slot(const transport::TxSlot& from, transport::TxSlot& to) {
   std::copy_n(from.buf.data(), from.len, to.buf.data());
   to.len = from.len;
   to.meta = from.meta;
+  to.payload = {};
 }
 
 // A positive RC ACK (Acknowledge with an AETH of type ACK): what hold_acks may delay. NAKs,
@@ -133,16 +151,17 @@ bool Device::io_pass(bool app_pass) {
       engine_.on_timer(t);
       worked = true;
     }
+    // The received packets go to telemetry (capture, RTT) before anything this pass built
+    // (send_pending observes them first, also when fill_tx_locked sends at once); after the
+    // reply of a busy-polling program, which its next call sends (observe_held_rx).
+    if (config_.observer && n_rx > 0) {
+      rx_unobserved_ = n_rx;
+      rx_unobserved_at_ = t;
+    }
     if (fill_tx_locked(t) > 0) worked = true;
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
   }
-  // The received packets go to telemetry (capture, RTT) before anything this pass built;
-  // after the reply of a busy-polling program, which its next call sends (observe_held_rx).
-  if (config_.observer && n_rx > 0) {
-    rx_unobserved_ = n_rx;
-    rx_unobserved_at_ = t;
-    if (!app_pass) observe_held_rx();
-  }
+  if (!app_pass) observe_held_rx();
   if (app_pass && app_driving_at(t) && hold_acks()) {
     worked = true;
   } else if (send_pending() > 0) {

@@ -310,16 +310,23 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
       const transport::TxSlot& s = pkts[done + run];
       TxDatagram& d = tx_scratch_[run];
       d.data = std::span<const uint8_t>(s.buf.data(), s.len);
+      d.payload = s.payload;
+      d.payload_at = s.payload_at;
       d.ip = s.meta.ip;
-      if (port != nullptr && !port->has_source_port(d.ip.sport) &&
-          wire::verify_icrc_udp(s.meta.ip, s.buf.first(s.len)) != wire::IcrcResult::kBad) {
+      if (port != nullptr && !port->has_source_port(d.ip.sport)) {
         // The packet will leave from the bound port; the ICRC covers the UDP source port, so
         // re-seal it for the port the peer will see (rare: the per-QP port was taken). One
-        // already wrong (UROCE_IMPAIR corrupt=) stays wrong rather than sealing the damage.
+        // already wrong (UROCE_IMPAIR corrupt=) stays wrong rather than sealing the damage;
+        // one whose payload is by reference was sealed by the engine a moment ago.
         wire::IpContext sealed = s.meta.ip;
         sealed.sport = port->port();
-        wire::write_icrc(sealed, s.buf.first(s.len));
-        d.ip.sport = 0;
+        if (!s.payload.empty()) {
+          wire::write_icrc(sealed, s.buf.first(s.len), s.payload_at, s.payload);
+          d.ip.sport = 0;
+        } else if (wire::verify_icrc_udp(s.meta.ip, s.buf.first(s.len)) != wire::IcrcResult::kBad) {
+          wire::write_icrc(sealed, s.buf.first(s.len));
+          d.ip.sport = 0;
+        }
       }
       if (d.ip.dport == kRoceV2Port) d.ip.dport = udp_port_;
       d.tos = s.meta.tos;

@@ -53,6 +53,7 @@ class UdpPacketIo final : public device::PacketIo {
 
   size_t rx_burst(std::span<device::RxPacket> out) override;
   size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
+  [[nodiscard]] bool takes_payload_by_reference() const override { return true; }
   void maintain() override;  // repairs each shared port's reuseport group
   void wait(Nanos timeout, bool want_write) override;
   void wake() override;

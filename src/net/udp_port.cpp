@@ -616,13 +616,30 @@ bool same_flow(const TxDatagram& a, const TxDatagram& b) {
 
 }  // namespace
 
-void UdpPort::append_segment(size_t msg, size_t datagram, std::span<const uint8_t> bytes,
-                             size_t segment, size_t& v) {
+size_t UdpPort::add_iovecs(const TxDatagram& d, size_t end, size_t& v) {
+  const size_t before = v;
+  const auto put = [&](const uint8_t* p, size_t n) {
+    if (n != 0) iovs_[v++] = iovec{const_cast<uint8_t*>(p), n};
+  };
+  if (d.payload.empty()) {
+    iovs_[v++] = iovec{const_cast<uint8_t*>(d.data.data()), end};
+    return 1;
+  }
+  // Headers, the payload where it lies, then pad (the engine's hole lies before the ICRC).
+  const size_t hole_end = d.payload_at + d.payload.size();
+  put(d.data.data(), d.payload_at);
+  put(d.payload.data(), d.payload.size());
+  put(d.data.data() + hole_end, end - hole_end);
+  return v - before;
+}
+
+void UdpPort::append_segment(size_t msg, size_t datagram, const TxDatagram& d, size_t segment,
+                             size_t& v) {
   msghdr& h = msgs_[msg].msg_hdr;
-  auto* p = const_cast<uint8_t*>(bytes.data());
+  const std::span<const uint8_t> bytes = d.data;
   if (family_ != AF_INET || bytes.size() < wire::kIcrcLen) {
-    iovs_[v++] = iovec{p, bytes.size()};  // IPv6 has no ID: the packet leaves as sealed
-    ++h.msg_iovlen;
+    // IPv6 has no ID: the packet leaves as sealed.
+    h.msg_iovlen += add_iovecs(d, bytes.size(), v);
     return;
   }
   // The kernel gives segment k of the message IPv4 ID k (the message itself gets ID 0 from an
@@ -631,8 +648,8 @@ void UdpPort::append_segment(size_t msg, size_t datagram, std::span<const uint8_
   // scratch word corrected for ID k; the packet itself is untouched, and a message the kernel
   // refuses is resent one datagram per message, each with ID 0, as sealed.
   wire::Ipv4IdIcrcDelta* delta = nullptr;
-  for (auto& d : id_deltas_) {
-    if (d.roce_len() == bytes.size()) delta = &d;
+  for (auto& id_delta : id_deltas_) {
+    if (id_delta.roce_len() == bytes.size()) delta = &id_delta;
   }
   if (delta == nullptr) {  // a run has at most two sizes: full segments and a shorter tail
     delta = &id_deltas_[next_id_delta_];
@@ -640,11 +657,12 @@ void UdpPort::append_segment(size_t msg, size_t datagram, std::span<const uint8_
     *delta = wire::Ipv4IdIcrcDelta(bytes.size());
   }
   const size_t body = bytes.size() - wire::kIcrcLen;
-  const uint32_t icrc = wire::load_le32(p + body) ^ (*delta)(static_cast<uint16_t>(segment));
+  const uint32_t icrc =
+      wire::load_le32(bytes.data() + body) ^ (*delta)(static_cast<uint16_t>(segment));
   wire::store_le32(segment_icrc_[datagram].data(), icrc);
-  iovs_[v++] = iovec{p, body};
+  h.msg_iovlen += add_iovecs(d, body, v);
   iovs_[v++] = iovec{segment_icrc_[datagram].data(), wire::kIcrcLen};
-  h.msg_iovlen += 2;
+  h.msg_iovlen += 1;
 }
 
 size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
@@ -681,7 +699,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
         if (same_flow(head, head_qpn, d) && d.data.size() <= seg && !d.data.empty() &&
             !starts_run && msg_count_[m - 1] < kMaxGsoSegments &&
             run_bytes + d.data.size() <= kMaxGsoBytes) {
-          append_segment(m - 1, n, d.data, msg_count_[m - 1], v);
+          append_segment(m - 1, n, d, msg_count_[m - 1], v);
           ++msg_count_[m - 1];
           run_bytes += d.data.size();
           run_closed = shorter;
@@ -699,8 +717,7 @@ size_t UdpPort::send_burst(std::span<const TxDatagram> pkts) {
       h.msg_name = name;
       h.msg_namelen = to.len;
       h.msg_iov = &iovs_[v];
-      h.msg_iovlen = 1;
-      iovs_[v++] = iovec{const_cast<uint8_t*>(d.data.data()), d.data.size()};
+      h.msg_iovlen = add_iovecs(d, d.data.size(), v);
       h.msg_control = cmsgs_[m].bytes;
       msg_first_[m] = static_cast<uint16_t>(n);
       msg_count_[m] = 1;

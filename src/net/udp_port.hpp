@@ -102,6 +102,10 @@ struct TxDatagram {
                                   // src is the bound address whatever this says
   uint8_t tos = 0;                // DSCP << 2 | ECN, sent as an IP_TOS / IPV6_TCLASS cmsg
   uint32_t scope_id = 0;          // link-local IPv6 destinations
+  // Bytes [payload_at, payload_at + payload.size()) of data, when not empty, are sent from
+  // here instead (transport::TxSlot::payload: a registered buffer, no copy into the slot).
+  std::span<const uint8_t> payload;
+  size_t payload_at = 0;
 };
 
 struct RxDatagram {
@@ -277,8 +281,10 @@ class UdpPort {
   bool keep_datagram(RxDatagram& d);
   // Adds datagram number `datagram` of the burst to message `msg` as its segment `segment`
   // (>= 1), at iovec `v` onwards.
-  void append_segment(size_t msg, size_t datagram, std::span<const uint8_t> bytes, size_t segment,
-                      size_t& v);
+  void append_segment(size_t msg, size_t datagram, const TxDatagram& d, size_t segment, size_t& v);
+  // Iovecs at `v` onwards for bytes [0, end) of `d`, its payload by reference included;
+  // returns how many.
+  size_t add_iovecs(const TxDatagram& d, size_t end, size_t& v);
   void fill_meta(const msghdr& h, RxDatagram& d);
   // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
   void note_kernel_drops(uint32_t cumulative);
@@ -346,7 +352,9 @@ class UdpPort {
 
   // Per-burst scratch, allocated once.
   std::array<mmsghdr, kMaxBurst> msgs_{};
-  std::array<iovec, 2 * kMaxBurst> iovs_{};  // a GSO segment may take two (append_segment)
+  // A datagram takes up to four: headers, payload by reference, pad, the ICRC of a GSO
+  // segment (add_iovecs, append_segment).
+  std::array<iovec, 4 * kMaxBurst> iovs_{};
   std::array<sockaddr_storage, kMaxBurst> names_{};
   struct alignas(cmsghdr) CmsgBuf {
     uint8_t bytes[160];  // TOS/TCLASS, TTL/HOPLIMIT, PKTINFO, RXQ_OVFL with room

@@ -56,8 +56,17 @@ void CaptureSink::write(const transport::PacketMeta& meta, std::span<const uint8
 void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {
   const TimePoint t = unix_now();
   std::lock_guard lock(mu_);
-  for (const transport::TxSlot& p : pkts)
-    write(p.meta, std::span<const uint8_t>(p.buf.data(), p.len), t);
+  for (const transport::TxSlot& p : pkts) {
+    if (p.payload.empty()) {
+      write(p.meta, std::span<const uint8_t>(p.buf.data(), p.len), t);
+      continue;
+    }
+    // Its payload by reference: the packet as it left, joined in a scratch buffer.
+    joined_.assign(p.buf.begin(), p.buf.begin() + static_cast<std::ptrdiff_t>(p.len));
+    std::copy(p.payload.begin(), p.payload.end(),
+              joined_.begin() + static_cast<std::ptrdiff_t>(p.payload_at));
+    write(p.meta, joined_, t);
+  }
 }
 
 void CaptureSink::write_received(std::span<const device::RxPacket> pkts) {

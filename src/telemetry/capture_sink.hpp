@@ -19,6 +19,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "device/packet_io.hpp"
 #include "transport/engine.hpp"
@@ -51,6 +52,7 @@ class CaptureSink {
   std::string path_;
   uint16_t udp_port_ = wire::kRoceV2Port;
   uint64_t frames_ = 0;
+  std::vector<uint8_t> joined_;  // a sent packet whose payload was by reference, under mu_
 };
 
 }  // namespace uroce::telemetry

@@ -257,6 +257,9 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 const EngineConfig& Engine::config() const {
   return impl_->config();
 }
+void Engine::set_payload_by_reference(bool on) {
+  impl_->set_payload_by_reference(on);
+}
 Result<PdId> Engine::alloc_pd() {
   return impl_->memory().alloc_pd();
 }

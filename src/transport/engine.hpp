@@ -13,7 +13,8 @@
 //
 // Single-threaded: the device layer serialises every call. Nothing on the data path
 // allocates: queues are sized at creation, packets are built straight into the driver's
-// TxSlot buffers and payload is copied straight from/into registered memory.
+// TxSlot buffers and payload is copied straight from/into registered memory (or, with
+// set_payload_by_reference, left in the source MR for the driver's iovecs).
 //
 // Memory ownership: registered memory belongs to the application and must stay valid until
 // dereg_mr; the engine reads and writes it only through its memory checker, and only for
@@ -27,6 +28,7 @@
 // the unknown ID/DF bits (wire::verify_icrc_udp). See docs/engine.md.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,7 +66,22 @@ struct TxSlot {
   std::span<uint8_t> buf;  // in: room for one packet (4096 + 64 bytes always suffice)
   size_t len = 0;          // out: bytes written (BTH .. ICRC)
   PacketMeta meta;         // out: src/dst address, sport, dport = 4791, tos, ttl
+  // out: the payload sent by reference (Engine::set_payload_by_reference), or empty. When
+  // set, the packet's bytes [payload_at, payload_at + payload.size()) are these, in the
+  // source MR, and buf holds the rest in their places (headers before, pad and ICRC after)
+  // around a hole of undefined bytes. Valid only until the engine's lock is next released
+  // to anyone else: the application may then deregister or reuse the buffer.
+  std::span<const uint8_t> payload;
+  size_t payload_at = 0;
 };
+
+// Copies a slot's referenced payload into its hole: the packet is then all in buf.
+inline void flatten(TxSlot& slot) {
+  if (slot.payload.empty()) return;
+  std::copy(slot.payload.begin(), slot.payload.end(),
+            slot.buf.begin() + static_cast<std::ptrdiff_t>(slot.payload_at));
+  slot.payload = {};
+}
 
 class EngineImpl;
 
@@ -78,6 +95,13 @@ class Engine {
   Engine& operator=(Engine&&) noexcept;
 
   [[nodiscard]] const EngineConfig& config() const;
+
+  // RC packets leave with their payload by reference (TxSlot::payload) rather than copied
+  // into the slot, where one SGE holds it: for a driver that hands the pieces to the kernel
+  // (sendmmsg iovecs) and a caller that sends the slots before releasing the engine's lock.
+  // Off by default. RC only: a UC or UD WQE completes when its last packet is built, and the
+  // application may then reuse the buffer before the slot is sent.
+  void set_payload_by_reference(bool on);
 
   // ---- Resources (setup path). Errors: EINVAL bad argument or id, ENOMEM limit reached,
   // EBUSY still in use.

@@ -66,6 +66,8 @@ class EngineImpl {
 
   MemoryTable& memory() { return memory_; }
   [[nodiscard]] const EngineConfig& config() const { return config_; }
+  void set_payload_by_reference(bool on) { payload_by_reference_ = on; }
+  [[nodiscard]] bool payload_by_reference() const { return payload_by_reference_; }
   Srq* srq(SrqId id);
   Cq* cq(CqId id);
   Qp* qp_by_qpn(uint32_t qpn);
@@ -136,6 +138,7 @@ class EngineImpl {
 
   TimerHeap timers_;
   PeerClocks peers_;
+  bool payload_by_reference_ = false;
 
   std::vector<uint32_t> tx_ring_;  // QP table indices with something to send, FIFO
   uint32_t tx_head_ = 0;

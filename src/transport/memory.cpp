@@ -245,6 +245,21 @@ AccessError MemoryTable::check_sges(PdId pd, std::span<const Sge> sges, uint32_t
   return AccessError::kOk;
 }
 
+const uint8_t* MemoryTable::source(PdId pd, std::span<const Sge> sges, uint64_t offset,
+                                   uint64_t len) const {
+  for (const Sge& sge : sges) {
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    if (sge.length - offset < len) return nullptr;  // spans two SGEs
+    uint8_t* p = nullptr;
+    return check_local(pd, sge.lkey, sge.addr + offset, len, 0, &p) == AccessError::kOk ? p
+                                                                                        : nullptr;
+  }
+  return nullptr;
+}
+
 AccessError MemoryTable::gather(PdId pd, std::span<const Sge> sges, uint64_t offset,
                                 std::span<uint8_t> dst) const {
   size_t done = 0;

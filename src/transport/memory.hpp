@@ -115,6 +115,10 @@ class MemoryTable {
 
   // Checks a whole SGE list for `access` (a WQE's source or destination).
   [[nodiscard]] AccessError check_sges(PdId pd, std::span<const Sge> sges, uint32_t access) const;
+  // Where `len` bytes starting `offset` bytes into the SGE list lie, when one SGE holds them
+  // all and passes the source check; nullptr otherwise (gather then copies or reports).
+  [[nodiscard]] const uint8_t* source(PdId pd, std::span<const Sge> sges, uint64_t offset,
+                                      uint64_t len) const;
   // Copies `dst.size()` bytes starting `offset` bytes into the SGE list to `dst`.
   [[nodiscard]] AccessError gather(PdId pd, std::span<const Sge> sges, uint64_t offset,
                                    std::span<uint8_t> dst) const;

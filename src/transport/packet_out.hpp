@@ -27,6 +27,7 @@ inline std::span<uint8_t> begin_packet(TxSlot& slot, const wire::Headers& hdr, s
     *size = 0;
     return {};
   }
+  slot.payload = {};
   const size_t header_len = wire::build_headers(hdr, payload_len, slot.buf);
   // Zero pad and ICRC placeholder; the caller copies the payload in between.
   std::memset(slot.buf.data() + header_len + payload_len, 0, *size - header_len - payload_len);
@@ -48,7 +49,11 @@ inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t 
   m.tos = ah.traffic_class;
   m.ttl = ah.hop_limit;
   m.ip_id_known = true;
-  wire::write_icrc(m.ip, slot.buf.first(size));
+  if (slot.payload.empty()) {
+    wire::write_icrc(m.ip, slot.buf.first(size));
+  } else {
+    wire::write_icrc(m.ip, slot.buf.first(size), slot.payload_at, slot.payload);
+  }
 }
 
 }  // namespace uroce::transport

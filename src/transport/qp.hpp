@@ -50,6 +50,10 @@ enum class FillResult : uint8_t { kProduced, kNothing, kNoRoom };
 
 // rxe RXE_MAX_UNACKED_PSNS: the requester stops while req.psn is past comp.psn + 128.
 inline constexpr int32_t kMaxUnackedPsns = 128;
+// The smallest payload a packet sends by reference (Engine::set_payload_by_reference): below
+// it the copy costs less than the extra iovecs and CRC calls (64-byte WRITEs: 8 % fewer per
+// second by reference; 1 KiB even, 4 KiB and up 3-6 % more; docs/performance.md).
+inline constexpr uint32_t kPayloadByReferenceMin = 1024;
 // rxe RXE_MAX_PKT_PER_ACK: AckReq on an interior packet once 65 went without it.
 inline constexpr uint32_t kMaxPktPerAck = 64;
 

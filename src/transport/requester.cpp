@@ -397,8 +397,17 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   if (w.opcode == WrOpcode::kAtomicWrite) {
     std::memcpy(payload.data(), &w.compare_add, sizeof(w.compare_add));
   } else if (payload_len != 0) {
+    const uint8_t* by_reference = nullptr;
     if (w.is_inline) {
       std::memcpy(payload.data(), qp.sq.inline_data(seq_).data() + offset, payload_len);
+    } else if (e.payload_by_reference() && qp.is_rc() && payload_len >= kPayloadByReferenceMin &&
+               (by_reference = e.memory().source(qp.pd, qp.sq.sges(seq_), offset, payload_len)) !=
+                   nullptr) {
+      // Read once, by the ICRC, on its way to the kernel's copy: no copy into the slot. With
+      // many QPs the sources are cold, and a copy of cold bytes costs far more than a CRC
+      // over them (docs/performance.md, "Payloads by reference").
+      slot.payload = std::span<const uint8_t>(by_reference, payload_len);
+      slot.payload_at = static_cast<size_t>(payload.data() - slot.buf.data());
     } else if (e.memory().gather(qp.pd, qp.sq.sges(seq_), offset, payload) != AccessError::kOk) {
       // The source MR went away after the WQE started.
       e.count(qp, Counter::kSendErr);

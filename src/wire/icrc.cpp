@@ -17,6 +17,7 @@
 #include <bit>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "wire/byte_order.hpp"
 #include "wire/crc32_algebra.hpp"
@@ -281,6 +282,21 @@ uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce) {
   return crc32(crc32(0, {s, prefix}), roce.subspan(bth.size()));
 }
 
+uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> head,
+                 std::span<const uint8_t> middle, std::span<const uint8_t> tail) {
+  const size_t len = head.size() + middle.size() + tail.size();
+  if (head.size() <= kBthVariantByte) {
+    // Not a packet the engine builds; join the pieces rather than split the BTH handling.
+    std::vector<uint8_t> joined(head.begin(), head.end());
+    joined.insert(joined.end(), middle.begin(), middle.end());
+    joined.insert(joined.end(), tail.begin(), tail.end());
+    return icrc_of(ctx, joined);
+  }
+  // ISA-L's CRC continues from the value it returned: one pass, piece after piece.
+  const uint32_t state = start_state(ctx, len + kIcrcLen, head[kBthVariantByte]);
+  return crc32(crc32(crc32(state, head), middle), tail);
+}
+
 uint32_t icrc_mismatch(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc) {
   const size_t n = roce_with_icrc.size();
   if (n <= kIcrcLen + kBthVariantByte) {
@@ -308,6 +324,15 @@ void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc) {
   }
   store_le32(icrc, 0);
   store_le32(icrc, icrc_mismatch(ctx, roce_with_icrc));
+}
+
+void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc, size_t middle_at,
+                std::span<const uint8_t> middle) {
+  const size_t n = roce_with_icrc.size() - kIcrcLen;
+  const size_t middle_end = middle_at + middle.size();
+  store_le32(roce_with_icrc.data() + n,
+             icrc_of(ctx, roce_with_icrc.first(middle_at), middle,
+                     roce_with_icrc.subspan(middle_end, n - middle_end)));
 }
 
 IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc) {

@@ -66,6 +66,12 @@ struct IpContext {
 // ICRC of `roce` (BTH .. pad, without ICRC) sent with the given IP/UDP context.
 [[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce_without_icrc);
 
+// The same for a packet in three pieces, roce = head ++ middle ++ tail (without ICRC), head
+// holding at least the BTH: a payload sent from where it lies (a registered buffer) between
+// headers and pad built elsewhere, with no copy to put them side by side.
+[[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> head,
+                               std::span<const uint8_t> middle, std::span<const uint8_t> tail);
+
 // The ICRC carried in the last 4 bytes of `roce_with_icrc` XOR the right one for `ctx`: 0 when
 // it is right (nonzero for a span too short to hold an ICRC). One CRC pass over the whole
 // packet, ICRC included.
@@ -73,6 +79,10 @@ struct IpContext {
 
 // Computes and stores the ICRC in the last 4 bytes of `roce_with_icrc`.
 void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc);
+// The same for the packet whose bytes [middle_at, middle_at + middle.size()) are `middle`
+// rather than what roce_with_icrc holds there (its payload left where it lies).
+void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc, size_t middle_at,
+                std::span<const uint8_t> middle);
 
 enum class IcrcResult : uint8_t { kOk, kOkModuloIpv4Id, kBad };
 

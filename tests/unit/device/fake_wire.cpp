@@ -21,8 +21,14 @@ size_t FakeIo::rx_burst(std::span<device::RxPacket> out) {
 }
 
 size_t FakeIo::tx_burst(std::span<const transport::TxSlot> pkts) {
-  wire_.deliver(pkts);
-  return pkts.size();
+  const size_t take =
+      wire_.take_per_burst == 0 ? pkts.size() : std::min(pkts.size(), wire_.take_per_burst);
+  wire_.deliver(pkts.first(take));
+  return take;
+}
+
+bool FakeIo::takes_payload_by_reference() const {
+  return wire_.by_reference;
 }
 
 void FakeIo::wait(Nanos timeout, bool) {
@@ -64,8 +70,14 @@ void FakeWire::deliver(std::span<const transport::TxSlot> burst) {
       if (io->gid() != slot.meta.ip.dst) continue;
       {
         std::lock_guard io_lock(io->mu_);
-        io->queue_.push_back(FakeIo::Packet{
-            std::vector<uint8_t>(slot.buf.begin(), slot.buf.begin() + slot.len), slot.meta});
+        FakeIo::Packet p{std::vector<uint8_t>(slot.buf.begin(), slot.buf.begin() + slot.len),
+                         slot.meta};
+        if (!slot.payload.empty()) {
+          std::copy(slot.payload.begin(), slot.payload.end(),
+                    p.bytes.begin() + static_cast<std::ptrdiff_t>(slot.payload_at));
+          ++delivered_by_reference;
+        }
+        io->queue_.push_back(std::move(p));
       }
       io->cv_.notify_all();
       ++delivered;
@@ -98,6 +110,9 @@ class AttachedIo final : public device::PacketIo {
   ~AttachedIo() override { wire_.detach(&io_); }
   size_t rx_burst(std::span<device::RxPacket> out) override { return io_.rx_burst(out); }
   size_t tx_burst(std::span<const transport::TxSlot> p) override { return io_.tx_burst(p); }
+  [[nodiscard]] bool takes_payload_by_reference() const override {
+    return io_.takes_payload_by_reference();
+  }
   void wait(Nanos t, bool w) override { io_.wait(t, w); }
   void wake() override { io_.wake(); }
   [[nodiscard]] bool can_send_from(const device::Gid& s) const override {

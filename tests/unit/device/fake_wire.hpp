@@ -23,6 +23,7 @@ class FakeIo final : public device::PacketIo {
   FakeIo(FakeWire& wire, const device::Gid& gid) : wire_(wire), gid_(gid) {}
   size_t rx_burst(std::span<device::RxPacket> out) override;
   size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
+  [[nodiscard]] bool takes_payload_by_reference() const override;
   void wait(Nanos timeout, bool want_write) override;
   void wake() override;
   [[nodiscard]] bool can_send_from(const device::Gid& source) const override {
@@ -52,6 +53,12 @@ class FakeWire {
   void deliver(std::span<const transport::TxSlot> burst);
   std::atomic<bool> drop_all{false};
   std::atomic<uint64_t> delivered{0};
+  // Set before the devices are made: the ios take payloads by reference (joined on delivery,
+  // as a socket's iovecs join them), and at most take_per_burst packets per tx_burst (0: all;
+  // the rest wait in the device, as behind a full socket buffer).
+  bool by_reference = false;
+  size_t take_per_burst = 0;
+  std::atomic<uint64_t> delivered_by_reference{0};
   // Every packet delivered, in order: the last byte of the sender's GID, the BTH opcode and
   // the number of the tx_burst call that sent it (one system call of a real driver).
   struct Sent {

@@ -65,6 +65,39 @@ TEST(UdpGso, OneRunIsOneMessageAndArrivesByteExact) {
   EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
 }
 
+// A payload by reference (TxDatagram::payload: a registered buffer, nothing copied into the
+// slot) leaves from where it lies, between the slot's headers and its pad and ICRC, whether
+// the datagrams form a GSO message (the ICRC from the per-segment scratch word) or not.
+TEST(UdpGso, PayloadsByReferenceArriveAsIfTheyHadBeenInTheSlot) {
+  for (const bool gso : {true, false}) {
+    auto a = UdpPort::open(with_gso(gso));
+    auto b = UdpPort::open(with_gso(false));
+    ASSERT_TRUE(a.ok() && b.ok());
+    const auto payloads = write_run();
+    // The slots: the packets with their payload bytes overwritten; the "MR": the real ones.
+    std::vector<std::vector<uint8_t>> slots = payloads;
+    std::vector<std::vector<uint8_t>> sources;
+    std::vector<TxDatagram> burst = to_all(*b.value(), payloads, 0x02);
+    for (size_t i = 0; i < burst.size(); ++i) {
+      const size_t at = 12;
+      const size_t len = payloads[i].size() - at - wire::kIcrcLen - (i % 3);  // some pad
+      sources.emplace_back(payloads[i].begin() + at, payloads[i].begin() + at + len);
+      std::fill_n(slots[i].begin() + at, len, 0xA5);
+      burst[i].data = slots[i];
+      burst[i].payload = sources.back();
+      burst[i].payload_at = at;
+    }
+    ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+    EXPECT_EQ(a.value()->counters().tx_gso_messages, gso ? 1u : 0u);
+    auto got = receive(*b.value(), payloads.size(), 2s);
+    ASSERT_EQ(got.size(), payloads.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].bytes, gso ? as_segment(payloads[i], static_cast<uint16_t>(i)) : payloads[i])
+          << "gso " << gso << " datagram " << i;
+    }
+  }
+}
+
 // Destination, TOS and size changes cut the runs; a shorter datagram ends its run; more than
 // 64 segments or 65507 bytes start a new message.
 TEST(UdpGso, MixedBurstSplitsIntoRuns) {

@@ -105,6 +105,17 @@ struct PairOptions {
   uint32_t cqe = 4096;
 };
 
+// A work request of `op` on `sges`, signaled unless `flags` say otherwise.
+inline transport::SendWr make_wr(transport::WrOpcode op, std::span<const transport::Sge> sges,
+                                 uint64_t wr_id, uint32_t flags = transport::kSendSignaled) {
+  transport::SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sges;
+  wr.send_flags = flags;
+  return wr;
+}
+
 // One side of a connected pair: its resources and a registered buffer.
 struct Endpoint {
   Engine* engine = nullptr;
@@ -127,6 +138,15 @@ struct QpPair {
   Endpoint a;  // on engine 0
   Endpoint b;  // on engine 1
 };
+
+// A receive WQE of `sges` on `ep`'s QP.
+inline transport::Status post_recv(Endpoint& ep, uint64_t wr_id,
+                                   std::span<const transport::Sge> sges) {
+  transport::RecvWr r;
+  r.wr_id = wr_id;
+  r.sg_list = sges;
+  return ep.engine->post_recv(ep.qpn, r);
+}
 
 struct HarnessOptions {
   Nanos latency = Nanos(2000);  // one-way wire latency
@@ -165,6 +185,8 @@ class EngineHarness {
   LinkFaults& faults(int from) { return faults_[from]; }
   [[nodiscard]] const std::array<uint8_t, 16>& gid(int i) const { return gids_[i]; }
   std::vector<CapturedPacket>& log() { return log_; }
+  // Packets engine `i` built with their payload by reference.
+  [[nodiscard]] uint64_t by_reference(int i) const { return by_reference_[i]; }
   [[nodiscard]] size_t in_flight() const { return wire_.size(); }
   // One counter of QP `qpn` on engine `side` (0 for a QP it does not have).
   [[nodiscard]] uint64_t qp_counter(int side, uint32_t qpn, transport::Counter c) {
@@ -351,7 +373,15 @@ class EngineHarness {
           const size_t n = e.poll_tx(now_, slots);
           if (n == 0) break;
           any = true;
-          for (size_t k = 0; k < n; ++k) transmit(i, slots[k]);
+          for (size_t k = 0; k < n; ++k) {
+            // A payload by reference (Engine::set_payload_by_reference) joins its packet
+            // here, as the driver's iovecs join it on a socket.
+            if (!slots[k].payload.empty()) {
+              ++by_reference_[i];
+              transport::flatten(slots[k]);
+            }
+            transmit(i, slots[k]);
+          }
         }
       }
     }
@@ -395,6 +425,7 @@ class EngineHarness {
   std::array<LinkFaults, 2> faults_;
   std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> wire_;
   std::vector<CapturedPacket> log_;
+  std::array<uint64_t, 2> by_reference_{};
   std::vector<std::vector<uint8_t>> slot_bufs_;
   TimePoint now_{0};
   uint64_t seq_ = 0;

@@ -16,23 +16,6 @@ uint8_t rc(Op op) {
   return wire::make_opcode(wire::Transport::kRc, op);
 }
 
-SendWr make_wr(WrOpcode op, std::span<const Sge> sges, uint64_t wr_id,
-               uint32_t flags = kSendSignaled) {
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = op;
-  wr.sg_list = sges;
-  wr.send_flags = flags;
-  return wr;
-}
-
-Status post_recv(Endpoint& ep, uint64_t wr_id, std::span<const Sge> sges) {
-  RecvWr r;
-  r.wr_id = wr_id;
-  r.sg_list = sges;
-  return ep.engine->post_recv(ep.qpn, r);
-}
-
 QpState state_of(const Endpoint& ep) {
   QpAttr a;
   QpInitAttr i;
