@@ -318,13 +318,11 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
         // re-seal it for the port the peer will see (rare: the per-QP port was taken). One
         // already wrong (UROCE_IMPAIR corrupt=) stays wrong rather than sealing the damage;
         // one whose payload is by reference was sealed by the engine a moment ago.
-        wire::IpContext sealed = s.meta.ip;
-        sealed.sport = port->port();
-        if (!s.payload.empty()) {
-          wire::write_icrc(sealed, s.buf.first(s.len), s.payload_at, s.payload);
-          d.ip.sport = 0;
-        } else if (wire::verify_icrc_udp(s.meta.ip, s.buf.first(s.len)) != wire::IcrcResult::kBad) {
-          wire::write_icrc(sealed, s.buf.first(s.len));
+        if (!s.payload.empty() ||
+            wire::verify_icrc_udp(s.meta.ip, s.buf.first(s.len)) != wire::IcrcResult::kBad) {
+          wire::IpContext sealed = s.meta.ip;
+          sealed.sport = port->port();
+          transport::write_slot_icrc(sealed, s);
           d.ip.sport = 0;
         }
       }

@@ -63,8 +63,7 @@ void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {
     }
     // Its payload by reference: the packet as it left, joined in a scratch buffer.
     joined_.assign(p.buf.begin(), p.buf.begin() + static_cast<std::ptrdiff_t>(p.len));
-    std::copy(p.payload.begin(), p.payload.end(),
-              joined_.begin() + static_cast<std::ptrdiff_t>(p.payload_at));
+    transport::join_payload(p, joined_);
     write(p.meta, joined_, t);
   }
 }

@@ -75,12 +75,27 @@ struct TxSlot {
   size_t payload_at = 0;
 };
 
+// Writes a slot's referenced payload into `packet` (its bytes, or a copy of its len bytes)
+// at payload_at: the packet as it goes on the wire.
+inline void join_payload(const TxSlot& slot, std::span<uint8_t> packet) {
+  std::copy(slot.payload.begin(), slot.payload.end(),
+            packet.begin() + static_cast<std::ptrdiff_t>(slot.payload_at));
+}
+
 // Copies a slot's referenced payload into its hole: the packet is then all in buf.
 inline void flatten(TxSlot& slot) {
   if (slot.payload.empty()) return;
-  std::copy(slot.payload.begin(), slot.payload.end(),
-            slot.buf.begin() + static_cast<std::ptrdiff_t>(slot.payload_at));
+  join_payload(slot, slot.buf);
   slot.payload = {};
+}
+
+// Seals the slot's packet for `ip`: the ICRC over its bytes, its payload where it lies.
+inline void write_slot_icrc(const wire::IpContext& ip, const TxSlot& slot) {
+  if (slot.payload.empty()) {
+    wire::write_icrc(ip, slot.buf.first(slot.len));
+  } else {
+    wire::write_icrc(ip, slot.buf.first(slot.len), slot.payload_at, slot.payload);
+  }
 }
 
 class EngineImpl;

@@ -49,11 +49,7 @@ inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t 
   m.tos = ah.traffic_class;
   m.ttl = ah.hop_limit;
   m.ip_id_known = true;
-  if (slot.payload.empty()) {
-    wire::write_icrc(m.ip, slot.buf.first(size));
-  } else {
-    wire::write_icrc(m.ip, slot.buf.first(size), slot.payload_at, slot.payload);
-  }
+  write_slot_icrc(m.ip, slot);
 }
 
 }  // namespace uroce::transport

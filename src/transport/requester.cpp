@@ -276,6 +276,19 @@ FillResult Requester::fill(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot) {
   return emit(e, qp, now, slot, false);
 }
 
+namespace {
+
+// Where a packet's payload may be sent from by reference (Engine::set_payload_by_reference):
+// an RC WQE's (a UC or UD one completes before its slot is sent), at least
+// kPayloadByReferenceMin bytes, all in one SGE that passes the source check; else nullptr.
+const uint8_t* payload_source(EngineImpl& e, const Qp& qp, std::span<const Sge> sges,
+                              uint64_t offset, uint32_t len) {
+  if (!e.payload_by_reference() || !qp.is_rc() || len < kPayloadByReferenceMin) return nullptr;
+  return e.memory().source(qp.pd, sges, offset, len);
+}
+
+}  // namespace
+
 FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
                            bool retransmit_hole) {
   SendWqe& w = qp.sq.at(seq_);
@@ -397,16 +410,14 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   if (w.opcode == WrOpcode::kAtomicWrite) {
     std::memcpy(payload.data(), &w.compare_add, sizeof(w.compare_add));
   } else if (payload_len != 0) {
-    const uint8_t* by_reference = nullptr;
     if (w.is_inline) {
       std::memcpy(payload.data(), qp.sq.inline_data(seq_).data() + offset, payload_len);
-    } else if (e.payload_by_reference() && qp.is_rc() && payload_len >= kPayloadByReferenceMin &&
-               (by_reference = e.memory().source(qp.pd, qp.sq.sges(seq_), offset, payload_len)) !=
-                   nullptr) {
+    } else if (const uint8_t* source =
+                   payload_source(e, qp, qp.sq.sges(seq_), offset, payload_len)) {
       // Read once, by the ICRC, on its way to the kernel's copy: no copy into the slot. With
       // many QPs the sources are cold, and a copy of cold bytes costs far more than a CRC
       // over them (docs/performance.md, "Payloads by reference").
-      slot.payload = std::span<const uint8_t>(by_reference, payload_len);
+      slot.payload = std::span<const uint8_t>(source, payload_len);
       slot.payload_at = static_cast<size_t>(payload.data() - slot.buf.data());
     } else if (e.memory().gather(qp.pd, qp.sq.sges(seq_), offset, payload) != AccessError::kOk) {
       // The source MR went away after the WQE started.

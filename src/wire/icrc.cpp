@@ -17,7 +17,6 @@
 #include <bit>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "wire/byte_order.hpp"
 #include "wire/crc32_algebra.hpp"
@@ -285,16 +284,20 @@ uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce) {
 uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> head,
                  std::span<const uint8_t> middle, std::span<const uint8_t> tail) {
   const size_t len = head.size() + middle.size() + tail.size();
-  if (head.size() <= kBthVariantByte) {
-    // Not a packet the engine builds; join the pieces rather than split the BTH handling.
-    std::vector<uint8_t> joined(head.begin(), head.end());
-    joined.insert(joined.end(), middle.begin(), middle.end());
-    joined.insert(joined.end(), tail.begin(), tail.end());
-    return icrc_of(ctx, joined);
+  if (len <= kBthVariantByte) {
+    // Shorter than a BTH (not a packet the engine builds): the flat path's own handling.
+    uint8_t joined[kBthVariantByte];
+    std::copy(tail.begin(), tail.end(),
+              std::copy(middle.begin(), middle.end(), std::copy(head.begin(), head.end(), joined)));
+    return icrc_of(ctx, {joined, len});
   }
+  // The BTH byte that start_state masks, in whichever piece holds it.
+  const uint8_t variant = kBthVariantByte < head.size() ? head[kBthVariantByte]
+                          : kBthVariantByte < head.size() + middle.size()
+                              ? middle[kBthVariantByte - head.size()]
+                              : tail[kBthVariantByte - head.size() - middle.size()];
   // ISA-L's CRC continues from the value it returned: one pass, piece after piece.
-  const uint32_t state = start_state(ctx, len + kIcrcLen, head[kBthVariantByte]);
-  return crc32(crc32(crc32(state, head), middle), tail);
+  return crc32(crc32(crc32(start_state(ctx, len + kIcrcLen, variant), head), middle), tail);
 }
 
 uint32_t icrc_mismatch(const IpContext& ctx, std::span<const uint8_t> roce_with_icrc) {

@@ -66,9 +66,9 @@ struct IpContext {
 // ICRC of `roce` (BTH .. pad, without ICRC) sent with the given IP/UDP context.
 [[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> roce_without_icrc);
 
-// The same for a packet in three pieces, roce = head ++ middle ++ tail (without ICRC), head
-// holding at least the BTH: a payload sent from where it lies (a registered buffer) between
-// headers and pad built elsewhere, with no copy to put them side by side.
+// The same for a packet in three pieces, roce = head ++ middle ++ tail (without ICRC): a
+// payload sent from where it lies (a registered buffer) between headers and pad built
+// elsewhere, with no copy to put them side by side.
 [[nodiscard]] uint32_t icrc_of(const IpContext& ctx, std::span<const uint8_t> head,
                                std::span<const uint8_t> middle, std::span<const uint8_t> tail);
 

@@ -73,8 +73,7 @@ void FakeWire::deliver(std::span<const transport::TxSlot> burst) {
         FakeIo::Packet p{std::vector<uint8_t>(slot.buf.begin(), slot.buf.begin() + slot.len),
                          slot.meta};
         if (!slot.payload.empty()) {
-          std::copy(slot.payload.begin(), slot.payload.end(),
-                    p.bytes.begin() + static_cast<std::ptrdiff_t>(slot.payload_at));
+          transport::join_payload(slot, p.bytes);
           ++delivered_by_reference;
         }
         io->queue_.push_back(std::move(p));
