@@ -278,6 +278,8 @@ class Device {
   // housekeeping (progress_loop) at this pace.
   static constexpr Nanos kParkLongest = std::chrono::milliseconds(100);
   static constexpr Nanos kTimerParkMin = std::chrono::microseconds(100);
+  // How often the port's housekeeping runs at most when the thread goes to sleep.
+  static constexpr Nanos kMaintainIdleEvery = std::chrono::milliseconds(1);
   std::thread thread_;
 };
 

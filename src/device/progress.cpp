@@ -445,12 +445,19 @@ void Device::progress_loop() {
       if (config_.observer) deadline = std::min(deadline, config_.observer->on_idle(now(), *this));
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
-      {
+      // The port's housekeeping (the kernel's drop count, a shared port's group: three or
+      // four system calls a port) at most every kMaintainIdleEvery: a device that sleeps
+      // between every burst of a stream (tens of thousands of times a second) paid more for
+      // it than for the stream's receives. One that sleeps sooner wakes for it by then.
+      const TimePoint maintain_at = last_maintain + kMaintainIdleEvery;
+      if (now() >= maintain_at) {
         // Under io_mu_: an application thread's progress() may be in rx_burst on the same
         // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
         std::lock_guard io(io_mu_);
         maintain_io_locked();
         last_maintain = now();
+      } else {
+        timeout = std::min(timeout, std::max(Nanos::zero(), maintain_at - now()));
       }
       io_->wait(timeout, want_write);
     }
