@@ -44,14 +44,35 @@ size_t RttTracker::PeerKeyHash::operator()(const PeerKey& k) const {
   return static_cast<size_t>((lo ^ (uint64_t{k.qpn} << 32 | k.qpn)) * 0x9E3779B97F4A7C15ull >> 16);
 }
 
+RttTracker::QpRtt* RttTracker::sent_qp(const PeerKey& key) {
+  if (last_sent_qp_ != nullptr && last_sent_key_ == key) return last_sent_qp_;
+  auto peer = by_peer_.find(key);
+  if (peer == by_peer_.end()) return nullptr;
+  last_sent_key_ = key;
+  last_sent_qp_ = &qps_[peer->second];
+  return last_sent_qp_;
+}
+
+RttTracker::QpRtt* RttTracker::received_qp(uint32_t local_qpn) {
+  if (last_received_qp_ != nullptr && last_received_qpn_ == local_qpn) return last_received_qp_;
+  auto it = qps_.find(local_qpn);
+  if (it == qps_.end()) return nullptr;
+  last_received_qpn_ = local_qpn;
+  last_received_qp_ = &it->second;
+  return last_received_qp_;
+}
+
 void RttTracker::set_peer(uint32_t local_qpn, const std::array<uint8_t, 16>& remote_gid,
                           uint32_t remote_qpn) {
+  last_sent_qp_ = nullptr;  // the peer -> QP map changes
   std::erase_if(by_peer_, [&](const auto& kv) { return kv.second == local_qpn; });
   by_peer_[{remote_gid, remote_qpn & kPsnMask}] = local_qpn;
   qps_[local_qpn];
 }
 
 void RttTracker::forget(uint32_t local_qpn) {
+  last_sent_qp_ = nullptr;  // the QP's entry goes
+  last_received_qp_ = nullptr;
   std::erase_if(by_peer_, [&](const auto& kv) { return kv.second == local_qpn; });
   qps_.erase(local_qpn);
 }
@@ -59,9 +80,9 @@ void RttTracker::forget(uint32_t local_qpn) {
 void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
                          std::span<const uint8_t> roce) {
   if (roce.size() < kBthLen || !is_rc_request(roce[0])) return;
-  auto peer = by_peer_.find({meta.ip.dst, be24(roce.data() + 5)});
-  if (peer == by_peer_.end()) return;
-  QpRtt& q = qps_[peer->second];
+  QpRtt* found = sent_qp({meta.ip.dst, be24(roce.data() + 5)});
+  if (found == nullptr) return;
+  QpRtt& q = *found;
   const uint32_t psn = be24(roce.data() + 9);
   const uint32_t size = ip_packet_size(roce.size(), meta.ip.ipv6);
   // The oldest PSN sent at the largest unanswered size: any ACK that covers it proves a
@@ -88,9 +109,9 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
 void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,
                              std::span<const uint8_t> roce) {
   if (roce.size() < kBthLen) return;
-  auto it = qps_.find(be24(roce.data() + 5));
-  if (it == qps_.end()) return;
-  QpRtt& q = it->second;
+  QpRtt* found = received_qp(be24(roce.data() + 5));
+  if (found == nullptr) return;
+  QpRtt& q = *found;
   q.sizes.largest_received =
       std::max(q.sizes.largest_received, ip_packet_size(roce.size(), meta.ip.ipv6));
   if (roce.size() < kBthLen + 4 || !has_aeth(roce[0])) return;

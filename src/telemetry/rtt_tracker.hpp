@@ -100,8 +100,18 @@ class RttTracker {
     size_t operator()(const PeerKey& k) const;
   };
 
+  // The QP a packet is for, looked up in the maps only when it differs from the last
+  // packet's: a burst holds runs of one QP's packets (the engine's send turns), and two hash
+  // lookups per packet were 4 % of a 64-byte WRITE's sender.
+  QpRtt* sent_qp(const PeerKey& key);
+  QpRtt* received_qp(uint32_t local_qpn);
+
   std::unordered_map<PeerKey, uint32_t, PeerKeyHash> by_peer_;  // -> local QPN
-  std::unordered_map<uint32_t, QpRtt> qps_;
+  std::unordered_map<uint32_t, QpRtt> qps_;  // elements stay put until erased (forget)
+  PeerKey last_sent_key_{};
+  QpRtt* last_sent_qp_ = nullptr;  // null: look up again (nothing cached, or a miss)
+  uint32_t last_received_qpn_ = 0;
+  QpRtt* last_received_qp_ = nullptr;
 };
 
 }  // namespace uroce::telemetry

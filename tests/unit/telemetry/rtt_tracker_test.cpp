@@ -167,6 +167,28 @@ TEST_F(RttTest, PacketsOfOtherQpsAreIgnored) {
   EXPECT_EQ(t_.histogram(0x77), nullptr);
 }
 
+// The tracker remembers the last packet's QP; a peer moved to another QP by set_peer, and a
+// QP forgotten, must not keep receiving samples through what it remembered.
+TEST_F(RttTest, APeerMovedToAnotherQpAndAForgottenQpLeaveNothingBehind) {
+  constexpr uint32_t kOtherQpn = 0x21;
+  send(0, 1, true);
+  ack(10, 1);                                 // QP 0x11: one sample, and both lookups remembered
+  t_.set_peer(kOtherQpn, kPeer, kRemoteQpn);  // the same peer QP now talks to QP 0x21
+  send(20, 2, true);
+  t_.on_received(microseconds(50), transport::PacketMeta{}, packet(0x11, kOtherQpn, 2, false));
+  EXPECT_EQ(h().count, 1u);  // QP 0x11 kept its one sample
+  ASSERT_NE(t_.histogram(kOtherQpn), nullptr);
+  EXPECT_EQ(t_.histogram(kOtherQpn)->count, 1u);
+  EXPECT_EQ(t_.histogram(kOtherQpn)->sum_ns, 30000u);
+  t_.forget(kOtherQpn);
+  send(60, 3, true);  // to a peer no QP talks to now
+  t_.on_received(microseconds(70), transport::PacketMeta{}, packet(0x11, kOtherQpn, 3, false));
+  EXPECT_EQ(t_.histogram(kOtherQpn), nullptr);
+  ack(80, 3);  // QP 0x11 sent nothing since PSN 1
+  EXPECT_EQ(h().count, 1u);
+  EXPECT_EQ(t_.acks_received(kLocalQpn), 2u);
+}
+
 TEST(RttHistogramTest, QuantileBounds) {
   RttHistogram h;
   for (int i = 0; i < 99; ++i) h.add(microseconds(3));  // bucket 2: <= 4 us
