@@ -312,6 +312,7 @@ size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
       d.data = std::span<const uint8_t>(s.buf.data(), s.len);
       d.payload = s.payload;
       d.payload_at = s.payload_at;
+      d.icrc_writable = true;  // the device's own TX slot
       d.ip = s.meta.ip;
       if (port != nullptr && !port->has_source_port(d.ip.sport)) {
         // The packet will leave from the bound port; the ICRC covers the UDP source port, so

@@ -106,6 +106,10 @@ struct TxDatagram {
   // here instead (transport::TxSlot::payload: a registered buffer, no copy into the slot).
   std::span<const uint8_t> payload;
   size_t payload_at = 0;
+  // The caller's data is writable memory that send_burst may change while it runs: an IPv4
+  // GSO segment's ICRC word is then corrected in place and put back before the call returns,
+  // so the packet is one piece for the kernel instead of two (the device's TX slots).
+  bool icrc_writable = false;
 };
 
 struct RxDatagram {
@@ -282,6 +286,7 @@ class UdpPort {
   // Adds datagram number `datagram` of the burst to message `msg` as its segment `segment`
   // (>= 1), at iovec `v` onwards.
   void append_segment(size_t msg, size_t datagram, const TxDatagram& d, size_t segment, size_t& v);
+  void restore_icrcs();
   // Iovecs at `v` onwards for bytes [0, end) of `d`, its payload by reference included;
   // returns how many.
   size_t add_iovecs(const TxDatagram& d, size_t end, size_t& v);
@@ -381,6 +386,14 @@ class UdpPort {
   // kernel gives them (append_segment): one word per datagram, and the corrections for the
   // last two packet sizes seen.
   std::array<std::array<uint8_t, wire::kIcrcLen>, kMaxBurst> segment_icrc_{};
+  // Or, for a datagram whose data is writable (TxDatagram::icrc_writable), the correction
+  // XORed into the word where it lies; restore_icrcs() takes it out again after the call.
+  struct InPlaceIcrc {
+    uint8_t* word;
+    uint32_t delta;
+  };
+  std::array<InPlaceIcrc, kMaxBurst> in_place_icrc_{};
+  size_t in_place_count_ = 0;
   std::array<wire::Ipv4IdIcrcDelta, 2> id_deltas_{};
   size_t next_id_delta_ = 0;
   // UDP GRO: up to kGroEntries messages of up to kGroBytes each per recvmmsg. Entry e holds

@@ -43,33 +43,46 @@ std::vector<std::vector<uint8_t>> write_run() {
   return p;
 }
 
+// With TxDatagram::icrc_writable the corrected ICRC is written into the caller's buffer for
+// the call (one iovec per packet) and taken out again: the same bytes arrive, and the buffers
+// are as sealed afterwards.
 TEST(UdpGso, OneRunIsOneMessageAndArrivesByteExact) {
-  auto a = UdpPort::open(with_gso(true));
-  auto b = UdpPort::open(with_gso(false));
-  ASSERT_TRUE(a.ok() && b.ok());
-  const auto payloads = write_run();
-  const std::vector<TxDatagram> burst = to_all(*b.value(), payloads, 0x02);
-  ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
-  EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
-  EXPECT_EQ(a.value()->counters().tx_gso_fallback, 0u);
-  EXPECT_EQ(a.value()->counters().tx_packets, payloads.size());
-  EXPECT_EQ(a.value()->counters().tx_bytes, 15u * 4112 + 1000);
-  auto got = receive(*b.value(), payloads.size(), 2s);
-  ASSERT_EQ(got.size(), payloads.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].bytes, as_segment(payloads[i], static_cast<uint16_t>(i))) << i;
-    EXPECT_NE(i == 0, got[i].bytes != payloads[i]) << i;  // only the first leaves as sealed
-    EXPECT_EQ(got[i].meta.tos, 0x02) << i;
-    EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
+  for (const bool writable : {false, true}) {
+    auto a = UdpPort::open(with_gso(true));
+    auto b = UdpPort::open(with_gso(false));
+    ASSERT_TRUE(a.ok() && b.ok());
+    const auto payloads = write_run();
+    std::vector<std::vector<uint8_t>> slots = payloads;
+    std::vector<TxDatagram> burst = to_all(*b.value(), payloads, 0x02);
+    for (size_t i = 0; i < burst.size(); ++i) {
+      burst[i].data = slots[i];
+      burst[i].icrc_writable = writable;
+    }
+    ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+    EXPECT_EQ(slots, payloads) << "writable " << writable;
+    EXPECT_EQ(a.value()->counters().tx_gso_messages, 1u);
+    EXPECT_EQ(a.value()->counters().tx_gso_fallback, 0u);
+    EXPECT_EQ(a.value()->counters().tx_packets, payloads.size());
+    EXPECT_EQ(a.value()->counters().tx_bytes, 15u * 4112 + 1000);
+    auto got = receive(*b.value(), payloads.size(), 2s);
+    ASSERT_EQ(got.size(), payloads.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].bytes, as_segment(payloads[i], static_cast<uint16_t>(i)))
+          << "writable " << writable << " datagram " << i;
+      EXPECT_NE(i == 0, got[i].bytes != payloads[i]) << i;  // only the first leaves as sealed
+      EXPECT_EQ(got[i].meta.tos, 0x02) << i;
+      EXPECT_EQ(got[i].meta.ip.sport, a.value()->port()) << i;
+    }
+    EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
   }
-  EXPECT_EQ(b.value()->counters().rx_packets, payloads.size());
 }
 
 // A payload by reference (TxDatagram::payload: a registered buffer, nothing copied into the
 // slot) leaves from where it lies, between the slot's headers and its pad and ICRC, whether
-// the datagrams form a GSO message (the ICRC from the per-segment scratch word) or not.
+// the datagrams form a GSO message (the ICRC from the per-segment scratch word, or corrected
+// in the slot) or not.
 TEST(UdpGso, PayloadsByReferenceArriveAsIfTheyHadBeenInTheSlot) {
-  for (const bool gso : {true, false}) {
+  for (const auto& [gso, writable] : {std::pair{true, false}, {true, true}, {false, false}}) {
     auto a = UdpPort::open(with_gso(gso));
     auto b = UdpPort::open(with_gso(false));
     ASSERT_TRUE(a.ok() && b.ok());
@@ -86,14 +99,17 @@ TEST(UdpGso, PayloadsByReferenceArriveAsIfTheyHadBeenInTheSlot) {
       burst[i].data = slots[i];
       burst[i].payload = sources.back();
       burst[i].payload_at = at;
+      burst[i].icrc_writable = writable;
     }
+    const auto slots_before = slots;
     ASSERT_EQ(a.value()->send_burst(burst), payloads.size());
+    EXPECT_EQ(slots, slots_before) << "writable " << writable;
     EXPECT_EQ(a.value()->counters().tx_gso_messages, gso ? 1u : 0u);
     auto got = receive(*b.value(), payloads.size(), 2s);
     ASSERT_EQ(got.size(), payloads.size());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].bytes, gso ? as_segment(payloads[i], static_cast<uint16_t>(i)) : payloads[i])
-          << "gso " << gso << " datagram " << i;
+          << "gso " << gso << " writable " << writable << " datagram " << i;
     }
   }
 }
