@@ -34,6 +34,14 @@ inline std::span<uint8_t> begin_packet(TxSlot& slot, const wire::Headers& hdr, s
   return slot.buf.subspan(header_len, payload_len);
 }
 
+// Leaves the payload of the packet begin_packet laid out where it lies, in an MR
+// (Engine::set_payload_by_reference): `area` (begin_packet's result) stays a hole in the slot,
+// `source` holds its bytes, and finish_packet seals the ICRC over both.
+inline void refer_payload(TxSlot& slot, std::span<uint8_t> area, const uint8_t* source) {
+  slot.payload = std::span<const uint8_t>(source, area.size());
+  slot.payload_at = static_cast<size_t>(area.data() - slot.buf.data());
+}
+
 // Fills slot.meta from the address vector and source port, then writes the ICRC.
 inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t sport) {
   slot.len = size;

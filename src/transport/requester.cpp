@@ -417,8 +417,7 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
       // Read once, by the ICRC, on its way to the kernel's copy: no copy into the slot. With
       // many QPs the sources are cold, and a copy of cold bytes costs far more than a CRC
       // over them (docs/performance.md, "Payloads by reference").
-      slot.payload = std::span<const uint8_t>(source, payload_len);
-      slot.payload_at = static_cast<size_t>(payload.data() - slot.buf.data());
+      refer_payload(slot, payload, source);
     } else if (e.memory().gather(qp.pd, qp.sq.sges(seq_), offset, payload) != AccessError::kOk) {
       // The source MR went away after the WQE started.
       e.count(qp, Counter::kSendErr);

@@ -446,7 +446,14 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
         return fill(e, qp, slot);
       }
       std::span<uint8_t> payload = begin_packet(slot, h, len, &size);
-      if (size != 0 && len != 0) std::memcpy(payload.data(), src, len);
+      if (size != 0 && len >= kPayloadByReferenceMin && e.payload_by_reference()) {
+        // As a request's payload (requester.cpp): read once, by the ICRC, on its way to the
+        // kernel's copy. The device sends the slot before it releases the engine, so the MR
+        // cannot be deregistered in between.
+        refer_payload(slot, payload, src);
+      } else if (size != 0 && len != 0) {
+        std::memcpy(payload.data(), src, len);
+      }
       done = k + 1 == n;
       if (size != 0) ++it.sent;
       break;
