@@ -450,14 +450,15 @@ void Device::progress_loop() {
       // between every burst of a stream (tens of thousands of times a second) paid more for
       // it than for the stream's receives. One that sleeps sooner wakes for it by then.
       const TimePoint maintain_at = last_maintain + kMaintainIdleEvery;
-      if (now() >= maintain_at) {
+      const TimePoint before_sleep = now();
+      if (before_sleep >= maintain_at) {
         // Under io_mu_: an application thread's progress() may be in rx_burst on the same
         // ports, and maintenance rewrites what rx_burst reads (a shared port's group).
         std::lock_guard io(io_mu_);
         maintain_io_locked();
         last_maintain = now();
       } else {
-        timeout = std::min(timeout, std::max(Nanos::zero(), maintain_at - now()));
+        timeout = std::min(timeout, maintain_at - before_sleep);
       }
       io_->wait(timeout, want_write);
     }

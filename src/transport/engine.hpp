@@ -113,8 +113,8 @@ class Engine {
 
   // RC packets leave with their payload by reference (TxSlot::payload) rather than copied
   // into the slot, where one SGE holds it (a request) or always (a READ response, from the
-  // responder's MR), from kPayloadByReferenceMin bytes: for a driver that hands the pieces to the kernel
-  // (sendmmsg iovecs) and a caller that sends the slots before releasing the engine's lock.
+  // responder's MR), from kPayloadByReferenceMin bytes: for a driver that hands the pieces to the
+  // kernel (sendmmsg iovecs) and a caller that sends the slots before releasing the engine's lock.
   // Off by default. RC only: a UC or UD WQE completes when its last packet is built, and the
   // application may then reuse the buffer before the slot is sent.
   void set_payload_by_reference(bool on);

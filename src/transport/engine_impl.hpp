@@ -67,7 +67,12 @@ class EngineImpl {
   MemoryTable& memory() { return memory_; }
   [[nodiscard]] const EngineConfig& config() const { return config_; }
   void set_payload_by_reference(bool on) { payload_by_reference_ = on; }
-  [[nodiscard]] bool payload_by_reference() const { return payload_by_reference_; }
+  // Whether an RC packet's payload of `len` bytes, held whole by one registered buffer, leaves
+  // by reference (Engine::set_payload_by_reference): the one rule for requests and READ
+  // responses.
+  [[nodiscard]] bool payload_by_reference(size_t len) const {
+    return payload_by_reference_ && len >= kPayloadByReferenceMin;
+  }
   Srq* srq(SrqId id);
   Cq* cq(CqId id);
   Qp* qp_by_qpn(uint32_t qpn);

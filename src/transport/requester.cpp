@@ -283,7 +283,7 @@ namespace {
 // kPayloadByReferenceMin bytes, all in one SGE that passes the source check; else nullptr.
 const uint8_t* payload_source(EngineImpl& e, const Qp& qp, std::span<const Sge> sges,
                               uint64_t offset, uint32_t len) {
-  if (!e.payload_by_reference() || !qp.is_rc() || len < kPayloadByReferenceMin) return nullptr;
+  if (!qp.is_rc() || !e.payload_by_reference(len)) return nullptr;
   return e.memory().source(qp.pd, sges, offset, len);
 }
 

@@ -446,7 +446,7 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
         return fill(e, qp, slot);
       }
       std::span<uint8_t> payload = begin_packet(slot, h, len, &size);
-      if (size != 0 && len >= kPayloadByReferenceMin && e.payload_by_reference()) {
+      if (size != 0 && e.payload_by_reference(len)) {
         // As a request's payload (requester.cpp): read once, by the ICRC, on its way to the
         // kernel's copy. The device sends the slot before it releases the engine, so the MR
         // cannot be deregistered in between.
