@@ -282,8 +282,8 @@ RegistryFile::Lock::~Lock() {
   flock(fd_, LOCK_UN);
 }
 
-std::string RegistryFile::read_all() const {
-  std::string text;
+void RegistryFile::read_into(std::string& text) const {
+  text.clear();
   char buf[4096];
   off_t off = 0;
   for (;;) {
@@ -292,11 +292,10 @@ std::string RegistryFile::read_all() const {
     text.append(buf, static_cast<size_t>(n));
     off += n;
   }
-  return text;
 }
 
 RegistryState RegistryFile::load() const {
-  last_text_ = read_all();
+  read_into(last_text_);
   return parse_registry(last_text_).value_or(RegistryState{});
 }
 
@@ -317,7 +316,19 @@ void RegistryFile::store(const RegistryState& s) {
 // File timestamps are too coarse (one jiffy) to see two quick writes, so compare contents: a
 // registry is a few hundred bytes and this is one pread.
 bool RegistryFile::changed_since_last_seen() const {
-  return read_all() != last_text_;
+  // Compared piece by piece as it is read, with one read past the end to see a longer file.
+  char buf[4096];
+  size_t off = 0;
+  for (;;) {
+    const ssize_t n = pread(fd_, buf, sizeof buf, static_cast<off_t>(off));
+    if (n < 0) return true;
+    if (n == 0) return off != last_text_.size();
+    const size_t got = static_cast<size_t>(n);
+    if (off + got > last_text_.size() || std::memcmp(buf, last_text_.data() + off, got) != 0) {
+      return true;
+    }
+    off += got;
+  }
 }
 
 }  // namespace uroce::net

@@ -129,13 +129,15 @@ class RegistryFile {
   // other re-read the file.
   void store(const RegistryState& s);
   // Change detection without the lock: true when someone wrote the file since our last
-  // load/store (or is writing it right now).
+  // load/store (or is writing it right now). Allocates nothing: a busy device's progress
+  // thread asks up to once a millisecond.
   [[nodiscard]] bool changed_since_last_seen() const;
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
   RegistryFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  [[nodiscard]] std::string read_all() const;
+  // The whole file into `text`, in the storage it has.
+  void read_into(std::string& text) const;
 
   int fd_ = -1;
   std::string path_;

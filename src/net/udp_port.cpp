@@ -284,6 +284,7 @@ void UdpPort::remember_group(const RegistryState& state) {
 void UdpPort::watch_members(const RegistryState& state) {
   std::unordered_map<pid_t, int> keep;
   const pid_t self = getpid();
+  unwatched_members_ = false;
   for (const RegistryMember& m : state.members) {
     if (m.pid == self || keep.count(m.pid) != 0) continue;
     if (auto it = member_pidfds_.find(m.pid); it != member_pidfds_.end()) {
@@ -294,9 +295,13 @@ void UdpPort::watch_members(const RegistryState& state) {
     // pidfd_open (Linux 5.3) needs no privilege. Checked against the start time after opening,
     // so a recycled pid is not watched in place of the member.
     const int fd = static_cast<int>(syscall(SYS_pidfd_open, m.pid, 0));
-    if (fd < 0) continue;
+    if (fd < 0) {
+      unwatched_members_ = true;
+      continue;
+    }
     if (!process_alive(m.pid, m.start_time)) {
       close(fd);
+      unwatched_members_ = true;  // gone already: the next prune takes it out
       continue;
     }
     keep.emplace(m.pid, fd);
@@ -306,11 +311,17 @@ void UdpPort::watch_members(const RegistryState& state) {
 }
 
 bool UdpPort::a_watched_member_exited() const {
-  if (member_pidfds_.empty()) return false;
-  std::vector<pollfd> fds;
-  fds.reserve(member_pidfds_.size());
-  for (const auto& [pid, fd] : member_pidfds_) fds.push_back({fd, POLLIN, 0});
-  return poll(fds.data(), fds.size(), 0) > 0;
+  // On the stack, a chunk at a time: a busy device asks up to once a millisecond.
+  std::array<pollfd, kSlotCount> fds{};
+  size_t n = 0;
+  for (const auto& [pid, fd] : member_pidfds_) {
+    fds[n++] = {fd, POLLIN, 0};
+    if (n == fds.size()) {
+      if (poll(fds.data(), n, 0) > 0) return true;
+      n = 0;
+    }
+  }
+  return n > 0 && poll(fds.data(), n, 0) > 0;
 }
 
 std::optional<uint32_t> UdpPort::probe_position(size_t group_size) {
@@ -510,7 +521,8 @@ void UdpPort::maintain() {
   if (!registry_) return;
   const int64_t now = mono_ns();
   bool need = a_watched_member_exited() || registry_->changed_since_last_seen();
-  if (!need && now - last_prune_ns_ >= 1'000'000'000) {
+  // Members whose processes a pidfd watches need no look at /proc: their exit wakes us.
+  if (!need && unwatched_members_ && now - last_prune_ns_ >= 1'000'000'000) {
     last_prune_ns_ = now;
     RegistryState state = registry_->load();
     for (const RegistryMember& m : state.members) {

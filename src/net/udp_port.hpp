@@ -337,6 +337,9 @@ class UdpPort {
   // pidfds of the other members' processes: readable when one exits, so a crash is noticed
   // at the next wait()/maintain() instead of at the next misdelivered datagram.
   std::unordered_map<pid_t, int> member_pidfds_;
+  // A member of another process has no pidfd (a kernel before 5.3, or the process was gone
+  // when we looked): maintain() then checks the registry's processes in /proc once a second.
+  bool unwatched_members_ = false;
   int64_t last_prune_ns_ = 0;
   int64_t last_misdelivery_repair_ns_ = 0;
 

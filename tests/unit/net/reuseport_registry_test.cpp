@@ -220,6 +220,49 @@ TEST(Registry, FileStoreLoadAndChangeDetection) {
   std::filesystem::remove_all(dir);
 }
 
+// changed_since_last_seen() compares the file with what was loaded last piece by piece, with
+// no copy: a rewrite to fewer, more or as many bytes, and files of more than one 4 KiB read.
+TEST(Registry, ChangeDetectionSeesShorterLongerAndSameLengthRewrites) {
+  char tmpl[] = "/tmp/uroce-net-reg-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    auto a = RegistryFile::open(dir, 24701);
+    auto b = RegistryFile::open(dir, 24701);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    ASSERT_TRUE(b.ok());
+    RegistryState s;
+    for (uint32_t i = 0; i < 200; ++i) {
+      s.members.push_back(member(static_cast<pid_t>(1000 + i), i % 64, "192.0.2.7", i));
+    }
+    ASSERT_GT(serialize_registry(s).size(), 2u * 4096);  // three reads of the file
+    a.value().store(s);
+    (void)b.value().load();
+    EXPECT_FALSE(b.value().changed_since_last_seen());
+
+    RegistryState same_length = s;  // a pid digit in the last 4 KiB changes, nothing else
+    same_length.members.back().pid = 1198;
+    ASSERT_EQ(serialize_registry(same_length).size(), serialize_registry(s).size());
+    a.value().store(same_length);
+    EXPECT_TRUE(b.value().changed_since_last_seen());
+    EXPECT_EQ(b.value().load(), same_length);
+    EXPECT_FALSE(b.value().changed_since_last_seen());
+
+    RegistryState shorter = same_length;
+    shorter.members.pop_back();
+    a.value().store(shorter);
+    EXPECT_TRUE(b.value().changed_since_last_seen());
+    EXPECT_EQ(b.value().load(), shorter);
+    EXPECT_FALSE(b.value().changed_since_last_seen());
+
+    a.value().store(same_length);  // longer again
+    EXPECT_TRUE(b.value().changed_since_last_seen());
+    EXPECT_EQ(b.value().load(), same_length);
+    EXPECT_FALSE(b.value().changed_since_last_seen());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The key is the namespace's inode as the kernel names it in the /proc/self/ns/net link.
 TEST(Registry, NetnsInodeIsTheNamespaceLinksInode) {
   char link[64] = {};
