@@ -7,8 +7,9 @@
 //
 //   data_path_counts [--port N] [--scale N] [--trace]
 //
-// --port: the UDP port both devices share (default: random, 20000-39999); --scale: N times
-// the messages per window; --trace: the stack of every counted call on stderr.
+// --port: the UDP port both devices share (default: one the tests' port locks hand out,
+// tests/integration/test_port.hpp); --scale: N times the messages per window; --trace: the
+// stack of every counted call on stderr.
 //
 // Prints one JSON object per line and scenario: name, messages, packets (sent by both
 // devices in the window: data, ACKs and READ responses), allocations, mutex_locks. The
@@ -22,13 +23,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "call_counter.hpp"
+#include "device_integration_util.hpp"
 #include "uroce/connect.hpp"
 #include "uroce/verbs.hpp"
 
@@ -37,8 +37,7 @@ namespace {
 using namespace uroce;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kAccess =
-    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+using itest::Side;
 
 struct Scenario {
   const char* name;
@@ -49,29 +48,9 @@ struct Scenario {
   int messages;  // in the counted window (as many again before it, to warm up)
 };
 
-// One device with a PD, a CQ and a buffer of `bytes` registered for everything.
-struct Side {
-  Side(Device d, size_t bytes)
-      : dev(std::move(d)),
-        pd(std::move(dev.alloc_pd().value())),
-        cq(std::move(dev.create_cq(16384).value())),
-        buf(bytes),
-        mr(std::move(pd.reg_mr(buf.data(), buf.size(), kAccess).value())) {}
-
-  Gid gid() const {
-    Gid g{};
-    (void)dev.query_gid(1, 1, g);
-    return g;
-  }
-
-  uint64_t sent_packets() const { return dev.counters()[transport::Counter::kSentPkts]; }
-
-  Device dev;
-  ProtectionDomain pd;
-  CompletionQueue cq;
-  std::vector<uint8_t> buf;
-  MemoryRegion mr;
-};
+uint64_t sent_packets(const Side& side) {
+  return side.dev.counters()[transport::Counter::kSentPkts];
+}
 
 [[noreturn]] void die(const std::string& why) {
   fmt::print(stderr, "data_path_counts: {}\n", why);
@@ -180,15 +159,6 @@ class Run {
   int total_ = 0;
 };
 
-OpenOptions loopback(uint16_t port, const std::string& registry) {
-  OpenOptions o;
-  o.netdevs = {"lo"};
-  o.bind = {"127.0.0.1"};
-  o.udp_port = port;
-  o.registry_dir = registry;
-  return o;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,11 +179,8 @@ int main(int argc, char** argv) {
           "unknown argument {}; usage: data_path_counts [--port N] [--scale N] [--trace]", arg));
     }
   }
-  if (!port) port = static_cast<uint16_t>(20000 + std::random_device{}() % 20000);
-  char tmpl[] = "/tmp/uroce-data-path-counts-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  if (dir == nullptr) die("can't create a registry directory in /tmp");
-  const std::string registry = dir;
+  if (!port) port = test::reserve_port();
+  const itest::TempDir registry;
 
   const std::vector<Scenario> scenarios = {
       {"write_65536", WrOpcode::kRdmaWrite, 65536, 1, 16, 1000},
@@ -226,8 +193,8 @@ int main(int argc, char** argv) {
   size_t bytes = 0;
   for (const Scenario& s : scenarios) bytes = std::max(bytes, static_cast<size_t>(s.size) * s.qps);
   {
-    auto da = Device::open(loopback(*port, registry));
-    auto db = Device::open(loopback(*port, registry));
+    auto da = Device::open(itest::loopback_options(*port, registry.path()));
+    auto db = Device::open(itest::loopback_options(*port, registry.path()));
     if (!da || !db) die(fmt::format("can't open two devices on lo port {}", *port));
     Side a(std::move(da.value()), bytes);
     Side b(std::move(db.value()), bytes);
@@ -241,12 +208,12 @@ int main(int argc, char** argv) {
       do {
         run.move(count);
       } while (Clock::now() < warm_until);
-      const uint64_t sent_before = a.sent_packets() + b.sent_packets();
+      const uint64_t sent_before = sent_packets(a) + sent_packets(b);
       if (tracing) fmt::print(stderr, "-- window {}\n", s.name);
       uroce::bench::start_counting();
       run.move(count);
       const uroce::bench::CallCounts c = uroce::bench::stop_counting();
-      const uint64_t packets = a.sent_packets() + b.sent_packets() - sent_before;
+      const uint64_t packets = sent_packets(a) + sent_packets(b) - sent_before;
       fmt::print(
           "{{\"name\": \"{}\", \"messages\": {}, \"packets\": {}, \"allocations\": {}, "
           "\"mutex_locks\": {}}}\n",
@@ -254,6 +221,5 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::filesystem::remove_all(registry);
   return 0;
 }
