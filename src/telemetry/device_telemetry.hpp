@@ -141,9 +141,18 @@ class DeviceTelemetry final : public device::DeviceObserver, public SnapshotSour
   RttTracker rtt_;
 
   std::mutex publish_mu_;
-  TimePoint last_publish_{};
-  uint64_t passes_since_publish_ = 0;
-  std::atomic<bool> tx_outside_pass_{false};
+  TimePoint last_publish_{};  // under publish_mu_
+  // last_publish_ for the passes to read without the lock: most passes find no publish due.
+  std::atomic<TimePoint::rep> last_publish_ns_{0};
+  // A pass, or packets sent outside one, since the last publish: what an idle device's
+  // final publish waits for.
+  std::atomic<bool> unpublished_{false};
+  void note_activity() {
+    if (!unpublished_.load(std::memory_order_relaxed)) {
+      unpublished_.store(true, std::memory_order_relaxed);
+    }
+  }
+  void mark_published(TimePoint now);  // with publish_mu_ held
   std::atomic<bool> capture_unflushed_{false};
   std::atomic<Nanos::rep> cost_ns_{0};  // how long a publish takes (moving average)
   [[nodiscard]] Nanos publish_interval() const;
