@@ -130,7 +130,7 @@ TEST(CliFailure, AGidIndexTheDeviceLacksIsNamedBeforeWaitingForAPeer) {
           "uroce " + std::string(cmd) + ": can't read sgid of index 200 on port 1: ";
       const std::string why[] = {
           "uroce_lo, the device of this host's route to 127.0.0.1, has GID indexes 0 to ",
-          "GID index beyond the GID table\n",
+          "GID index beyond the GID table (uroce_lo has GID indexes 0 to ",
           "no device of this host has that many GIDs (the most: "};
       EXPECT_EQ(p.err().rfind(head + why[where], 0), 0u) << p.err();
       EXPECT_EQ(p.err().find("connection refused"), std::string::npos) << p.err();
