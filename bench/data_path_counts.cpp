@@ -203,8 +203,9 @@ int main(int argc, char** argv) {
       if (s.opcode == WrOpcode::kSend) run.post_receives();
       const int count = s.messages * scale;
       // Warm-up: every queue, ring and map at its steady size, telemetry's two snapshots
-      // built with these QPs (it publishes every 5-50 ms).
-      const auto warm_until = Clock::now() + std::chrono::milliseconds(200);
+      // built with these QPs (it publishes every 5-50 ms; a loaded machine's threads may
+      // wait for a core, so ten intervals of the longest).
+      const auto warm_until = Clock::now() + std::chrono::milliseconds(500);
       do {
         run.move(count);
       } while (Clock::now() < warm_until);
