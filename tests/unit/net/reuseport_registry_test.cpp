@@ -39,6 +39,25 @@ uint32_t position_of(const RegistryState& s, pid_t pid) {
   return 999;
 }
 
+// A fresh directory under /tmp, removed with what the test put in it when the test ends
+// (also when an assertion ends it early).
+class TempDir {
+ public:
+  explicit TempDir(std::string prefix) {
+    prefix += "-XXXXXX";
+    if (mkdtemp(prefix.data()) != nullptr) path_ = prefix;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 TEST(Registry, SerializeParseRoundTrip) {
   RegistryState s;
   s.epoch = 42;
@@ -191,9 +210,9 @@ TEST(Registry, ProcessLiveness) {
 }
 
 TEST(Registry, FileStoreLoadAndChangeDetection) {
-  char tmpl[] = "/tmp/uroce-net-reg-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const TempDir temp("/tmp/uroce-net-reg");
+  ASSERT_FALSE(temp.path().empty());
+  const std::string& dir = temp.path();
   {
     auto a = RegistryFile::open(dir, 24700);
     auto b = RegistryFile::open(dir, 24700);
@@ -217,15 +236,14 @@ TEST(Registry, FileStoreLoadAndChangeDetection) {
     EXPECT_EQ(b.value().load(), s);
     EXPECT_FALSE(b.value().changed_since_last_seen());
   }
-  std::filesystem::remove_all(dir);
 }
 
 // changed_since_last_seen() compares the file with what was loaded last piece by piece, with
 // no copy: a rewrite to fewer, more or as many bytes, and files of more than one 4 KiB read.
 TEST(Registry, ChangeDetectionSeesShorterLongerAndSameLengthRewrites) {
-  char tmpl[] = "/tmp/uroce-net-reg-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const TempDir temp("/tmp/uroce-net-reg");
+  ASSERT_FALSE(temp.path().empty());
+  const std::string& dir = temp.path();
   {
     auto a = RegistryFile::open(dir, 24701);
     auto b = RegistryFile::open(dir, 24701);
@@ -260,7 +278,6 @@ TEST(Registry, ChangeDetectionSeesShorterLongerAndSameLengthRewrites) {
     EXPECT_EQ(b.value().load(), same_length);
     EXPECT_FALSE(b.value().changed_since_last_seen());
   }
-  std::filesystem::remove_all(dir);
 }
 
 // The key is the namespace's inode as the kernel names it in the /proc/self/ns/net link.
@@ -285,9 +302,9 @@ TEST(Registry, PathIsKeyedByNetworkNamespaceAndPort) {
 // registers is not in ours, and ours is not in its (root only: unshare(CLONE_NEWNET)).
 TEST(Registry, AnotherNetworkNamespaceHasItsOwnRegistry) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  char tmpl[] = "/tmp/uroce-net-regns-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const TempDir temp("/tmp/uroce-net-regns");
+  ASSERT_FALSE(temp.path().empty());
+  const std::string& dir = temp.path();
   constexpr uint16_t kPort = 24701;
   auto ours = RegistryFile::open(dir, kPort);
   ASSERT_TRUE(ours.ok()) << ours.error().message;
@@ -343,7 +360,6 @@ TEST(Registry, AnotherNetworkNamespaceHasItsOwnRegistry) {
   ASSERT_TRUE(theirs.has_value());
   ASSERT_EQ(theirs->members.size(), 1u);
   EXPECT_EQ(theirs->members[0].pid, child);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Registry, DefaultDirIsPerUser) {
