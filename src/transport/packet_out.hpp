@@ -45,8 +45,10 @@ inline void refer_payload(TxSlot& slot, std::span<uint8_t> area, const uint8_t* 
 // Fills slot.meta from the address vector and source port, then writes the ICRC.
 inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t sport) {
   slot.len = size;
+  // Every field is set below: no `m = PacketMeta{}` first, which the compiler built as a
+  // zeroed temporary and copied with loads that overlapped its own narrower stores (a
+  // store-forwarding stall per packet, 30 % of Requester::emit at a 1024-byte MTU).
   PacketMeta& m = slot.meta;
-  m = PacketMeta{};
   m.ip.ipv6 = !is_ipv4_mapped(ah.dgid);
   m.ip.src = ah.sgid;
   m.ip.dst = ah.dgid;
