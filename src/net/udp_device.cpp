@@ -78,12 +78,15 @@ device::IoCounters UdpPacketIo::io_counters() const {
 }
 
 void UdpPacketIo::fill_meta(const RxDatagram& d, device::RxPacket& p) const {
+  // Field by field, every one: `p.meta = PacketMeta{}` first made GCC build a zeroed
+  // temporary and copy it with loads overlapping its narrower stores, a store-forwarding
+  // stall per packet received (finish_packet had the same on the send side).
   p.len = d.len;
-  p.meta = transport::PacketMeta{};
   p.meta.ip = d.ip;
   if (p.meta.ip.dport == udp_port_) p.meta.ip.dport = kRoceV2Port;
   p.meta.tos = d.tos;
   p.meta.ttl = d.ttl;
+  p.meta.ip_id_known = false;
 }
 
 size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {

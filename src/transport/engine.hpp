@@ -60,6 +60,11 @@ struct PacketMeta {
   uint8_t ttl = 64;          // TTL / hop limit
   bool ip_id_known = false;  // true when ip.ipv4_id/ipv4_df are the received values
 };
+// finish_packet (packet_out.hpp) and UdpPacketIo::fill_meta set every field one by one, on
+// every packet, without zeroing the whole first (docs/performance.md): a field added here
+// must be set there too.
+static_assert(sizeof(PacketMeta) == 46,
+              "a new PacketMeta field: set it in finish_packet and fill_meta");
 
 // A buffer the driver lends to the engine for one outgoing packet.
 struct TxSlot {
