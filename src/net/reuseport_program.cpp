@@ -26,11 +26,6 @@ QpnRange whole_qpn_range() {
   return QpnRange{kFirstUserQpn, kMulticastQpn - kFirstUserQpn};
 }
 
-std::optional<uint32_t> dest_qpn_of(std::span<const uint8_t> p) {
-  if (p.size() < 12) return std::nullopt;  // a BTH is 12 bytes
-  return (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
-}
-
 Qp1Target qp1_route_of(std::span<const uint8_t> p) {
   Qp1Target t;
   auto dqpn = dest_qpn_of(p);

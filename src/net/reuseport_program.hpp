@@ -58,7 +58,11 @@ struct QpnRange {
 [[nodiscard]] QpnRange whole_qpn_range();
 
 // Destination QPN of a RoCE datagram (BTH bytes 5..7); nullopt when shorter than a BTH.
-[[nodiscard]] std::optional<uint32_t> dest_qpn_of(std::span<const uint8_t> udp_payload);
+// Inline: the port asks it of every datagram it receives and of each it sends in a GSO run.
+[[nodiscard]] inline std::optional<uint32_t> dest_qpn_of(std::span<const uint8_t> udp_payload) {
+  if (udp_payload.size() < 12) return std::nullopt;  // a BTH is 12 bytes
+  return (uint32_t{udp_payload[5]} << 16) | (uint32_t{udp_payload[6]} << 8) | udp_payload[7];
+}
 
 // QP1 datagrams: where a CM MAD's fields sit in the UDP payload (BTH 12 + DETH 8 + MAD).
 inline constexpr uint32_t kGsiQpn = 1;
