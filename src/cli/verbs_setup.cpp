@@ -122,11 +122,10 @@ std::optional<GidChoice> choose_gid(const device::Device& dev, std::optional<int
     if (const auto st = dev.query_gid(p, c.index, c.gid); !st) {
       error = fmt::format("can't read sgid of index {} on port {}: {}", gid_index, p, st.message());
       // The table's size, so that the fix is in the message: the same words as without -d.
-      for (const device::PortInfo& pi : ports) {
-        if (pi.port_num == p && !pi.gids.empty() && c.index >= pi.gids.size()) {
-          error += fmt::format(" ({} has GID indexes 0 to {}; see uroce gids)", dev.name(),
-                               pi.gids.size() - 1);
-        }
+      PortAttr attr;
+      if (dev.query_port(p, attr) && attr.gid_tbl_len > 0 && gid_index >= attr.gid_tbl_len) {
+        error += fmt::format(" ({} has GID indexes 0 to {}; see uroce gids)", dev.name(),
+                             attr.gid_tbl_len - 1);
       }
       return std::nullopt;
     }
