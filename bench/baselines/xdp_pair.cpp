@@ -12,12 +12,9 @@
 // The receiving side attaches a six-instruction XDP program to queue 0 of its device that
 // redirects every frame to the socket (frames are IPv4/UDP to port --port; ARP is not needed,
 // the sender writes the peer's MAC itself). It needs CAP_NET_ADMIN and CAP_BPF (root).
-#include <arpa/inet.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/if_xdp.h>
-#include <linux/ip.h>
-#include <linux/udp.h>
 #include <net/if.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -26,22 +23,31 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "net/ip_addr.hpp"
+#include "wire/frame.hpp"
+
 namespace {
 
-constexpr uint32_t kFrameBytes = 4096;  // one UMEM chunk per frame
-constexpr uint32_t kFrames = 4096;      // 16 MiB of UMEM
-constexpr uint32_t kRingSize = 2048;    // every ring; a power of two
-constexpr uint32_t kHeaders = sizeof(ethhdr) + sizeof(iphdr) + sizeof(udphdr);  // 42
+namespace net = uroce::net;
+namespace wire = uroce::wire;
+
+constexpr uint32_t kFrameBytes = 4096;      // one UMEM chunk per frame
+constexpr uint32_t kFrames = 4096;          // 16 MiB of UMEM
+constexpr uint32_t kRingSize = 2048;        // every ring; a power of two
+constexpr uint32_t kHeaders = 14 + 20 + 8;  // Ethernet, IPv4, UDP: what --size leaves room for
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
@@ -117,8 +123,16 @@ struct XdpSocket {
   // Hands the first `count` UMEM frames to the kernel to receive into.
   void fill_frames(uint32_t count) {
     for (uint32_t i = 0; i < count; ++i) fill[i] = uint64_t{i} * kFrameBytes;
+    fill_at_ = count;
     fill.producer->store(count, std::memory_order_release);
   }
+  // Gives the frame of a received descriptor back to the fill ring; publish_fill() makes the
+  // frames given back so far the kernel's again.
+  void recycle(const xdp_desc& d) { fill[fill_at_++] = d.addr & ~uint64_t{kFrameBytes - 1}; }
+  void publish_fill() { fill.producer->store(fill_at_, std::memory_order_release); }
+
+ private:
+  uint32_t fill_at_ = 0;
 };
 
 long bpf(int cmd, bpf_attr& attr) {
@@ -176,53 +190,30 @@ int attach_redirect_program(const std::string& dev, int xsk_fd) {
   return link;
 }
 
-uint16_t ipv4_checksum(const iphdr& ip) {
-  uint32_t sum = 0;
-  const auto* words = reinterpret_cast<const uint16_t*>(&ip);
-  for (size_t i = 0; i < sizeof ip / 2; ++i) sum += words[i];
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 struct Flow {
   uint8_t dst_mac[ETH_ALEN]{};
-  in_addr src{}, dst{};
-  uint16_t port = 4791;
-  uint32_t size = 2064;  // UDP payload: a 2048-byte RoCE payload + BTH + ICRC
+  wire::IpContext ip{.sport = 49152};  // IPv4-mapped addresses, UDP ports (destination --port)
+  uint32_t size = 2064;                // UDP payload: a 2048-byte RoCE payload + BTH + ICRC
 };
 
-// Ethernet + IPv4 + UDP (checksum 0, allowed for IPv4) + `size` bytes of `fill`.
-void build_frame(uint8_t* p, const Flow& f, uint8_t fill) {
-  auto* eth = reinterpret_cast<ethhdr*>(p);
-  std::memcpy(eth->h_dest, f.dst_mac, ETH_ALEN);
-  std::memset(eth->h_source, 0x02, ETH_ALEN);
-  eth->h_proto = htons(ETH_P_IP);
-  auto* ip = reinterpret_cast<iphdr*>(p + sizeof(ethhdr));
-  *ip = iphdr{};
-  ip->version = 4;
-  ip->ihl = 5;
-  ip->ttl = 64;
-  ip->protocol = IPPROTO_UDP;
-  ip->tot_len = htons(static_cast<uint16_t>(sizeof(iphdr) + sizeof(udphdr) + f.size));
-  ip->saddr = f.src.s_addr;
-  ip->daddr = f.dst.s_addr;
-  ip->check = ipv4_checksum(*ip);
-  auto* udp = reinterpret_cast<udphdr*>(p + sizeof(ethhdr) + sizeof(iphdr));
-  udp->source = htons(49152);
-  udp->dest = htons(f.port);
-  udp->len = htons(static_cast<uint16_t>(sizeof(udphdr) + f.size));
-  udp->check = 0;
-  std::memset(p + kHeaders, fill, f.size);
+// Ethernet + IPv4 + UDP as uroce writes them into its captures (wire::encap_frame: checksum
+// 0, DF), addressed to the peer's MAC, then `size` bytes of `fill`. Returns the frame's length.
+uint32_t build_frame(uint8_t* frame, const Flow& f, uint8_t fill) {
+  const std::vector<uint8_t> payload(f.size, fill);  // set-up only, not per frame sent
+  const size_t len = wire::encap_frame(f.ip, 0, 64, payload, {frame, kFrameBytes});
+  std::memcpy(frame, f.dst_mac, ETH_ALEN);  // encap_frame derives MACs from the addresses
+  return static_cast<uint32_t>(len);
 }
 
-// An IPv4 UDP datagram to `port` (the program redirects every frame of the queue).
-bool is_udp_to(const uint8_t* frame, uint32_t len, uint16_t port) {
-  if (len < kHeaders) return false;
-  const auto* eth = reinterpret_cast<const ethhdr*>(frame);
-  const auto* ip = reinterpret_cast<const iphdr*>(frame + sizeof(ethhdr));
-  const auto* udp = reinterpret_cast<const udphdr*>(frame + sizeof(ethhdr) + sizeof(iphdr));
-  return eth->h_proto == htons(ETH_P_IP) && ip->ihl == 5 && ip->protocol == IPPROTO_UDP &&
-         udp->dest == htons(port);
+// The UDP payload of a datagram to `port` in `frame`; nullopt for anything else the queue
+// redirects (the link's own IPv6 ND and MLD, ARP).
+std::optional<std::span<const uint8_t>> payload_to(uint16_t port, std::span<const uint8_t> frame) {
+  wire::RoceFrame found;
+  found.roce_port = port;
+  if (wire::decap_frame(wire::LinkType::kEthernet, frame, found) != wire::FrameError::kOk) {
+    return std::nullopt;
+  }
+  return found.roce;
 }
 
 // Receives for `seconds` after the first datagram to `port`; other frames are counted apart.
@@ -237,7 +228,6 @@ int receive(const std::string& dev, double seconds, uint16_t port, bool place,
   std::vector<uint8_t> target(place ? 64u << 20 : 0);
   size_t target_at = 0;
   uint64_t frames = 0, bytes = 0, bad = 0, other = 0;
-  uint32_t fill_at = kRingSize;
   double first = 0, last = 0;
   const double give_up = seconds_now() + seconds + 10;
   std::printf("{\"role\":\"xdp_receiver\",\"ready\":true}\n");
@@ -252,31 +242,29 @@ int receive(const std::string& dev, double seconds, uint16_t port, bool place,
     }
     for (; at != end; ++at) {
       const xdp_desc& d = xsk.rx[at];
-      const uint8_t* frame = xsk.umem + d.addr;
-      const uint32_t payload = d.len > kHeaders ? d.len - kHeaders : 0;
-      if (!is_udp_to(frame, d.len, port)) {  // the link's own traffic: IPv6 ND, MLD, ARP
+      const auto payload = payload_to(port, {xsk.umem + d.addr, d.len});
+      xsk.recycle(d);  // read before the fill ring is published below
+      if (!payload) {
         ++other;
-        xsk.fill[fill_at++] = d.addr & ~uint64_t{kFrameBytes - 1};
         continue;
       }
       if (first == 0) first = seconds_now();
       if (verify_size != 0) {
-        const bool same =
-            payload == verify_size && std::all_of(frame + kHeaders, frame + d.len,
-                                                  [&](uint8_t b) { return b == frame[kHeaders]; });
+        const bool same = payload->size() == verify_size &&
+                          std::all_of(payload->begin(), payload->end(),
+                                      [&](uint8_t b) { return b == payload->front(); });
         bad += same ? 0 : 1;
       }
       if (place) {
-        std::memcpy(target.data() + target_at, frame + kHeaders, payload);
-        target_at += (payload + 63) & ~63u;  // back to back, as a message's packets land
+        std::memcpy(target.data() + target_at, payload->data(), payload->size());
+        target_at += (payload->size() + 63) & ~size_t{63};  // back to back, as packets land
         if (target_at + kFrameBytes > target.size()) target_at = 0;
       }
-      bytes += payload;
+      bytes += payload->size();
       ++frames;
-      xsk.fill[fill_at++] = d.addr & ~uint64_t{kFrameBytes - 1};
     }
     xsk.rx.consumer->store(at, std::memory_order_release);
-    xsk.fill.producer->store(fill_at, std::memory_order_release);
+    xsk.publish_fill();
     last = seconds_now();
   }
   close(link);
@@ -295,8 +283,9 @@ int receive(const std::string& dev, double seconds, uint16_t port, bool place,
 int send(const std::string& dev, const Flow& flow, double seconds) {
   XdpSocket xsk(dev);
   std::vector<uint64_t> free_frames;
+  uint32_t frame_len = 0;
   for (uint32_t f = 0; f < kFrames; ++f) {
-    build_frame(xsk.umem + size_t{f} * kFrameBytes, flow, static_cast<uint8_t>(f));
+    frame_len = build_frame(xsk.umem + size_t{f} * kFrameBytes, flow, static_cast<uint8_t>(f));
     free_frames.push_back(uint64_t{f} * kFrameBytes);
   }
   uint32_t tx_at = 0, completion_at = 0;
@@ -312,7 +301,7 @@ int send(const std::string& dev, const Flow& flow, double seconds) {
     const uint32_t room = kRingSize - (tx_at - xsk.tx.consumer->load(std::memory_order_acquire));
     const uint32_t n = std::min({room, static_cast<uint32_t>(free_frames.size()), 64u});
     for (uint32_t i = 0; i < n; ++i) {
-      xsk.tx[tx_at++] = xdp_desc{free_frames.back(), kHeaders + flow.size, 0};
+      xsk.tx[tx_at++] = xdp_desc{free_frames.back(), frame_len, 0};
       free_frames.pop_back();
     }
     xsk.tx.producer->store(tx_at, std::memory_order_release);
@@ -347,10 +336,10 @@ int ping_pong(const std::string& dev, const Flow& flow, double seconds, bool ser
   const int link = attach_redirect_program(dev, xsk.fd);
   xsk.fill_frames(kRingSize);  // frames 0..kRingSize-1 receive; the next one sends
   const uint64_t tx_frame = uint64_t{kRingSize} * kFrameBytes;
-  build_frame(xsk.umem + tx_frame, flow, 0x5a);
-  uint32_t tx_at = 0, fill_at = kRingSize;
+  const uint32_t frame_len = build_frame(xsk.umem + tx_frame, flow, 0x5a);
+  uint32_t tx_at = 0;
   const auto transmit = [&] {
-    xsk.tx[tx_at++] = xdp_desc{tx_frame, kHeaders + flow.size, 0};
+    xsk.tx[tx_at++] = xdp_desc{tx_frame, frame_len, 0};
     xsk.tx.producer->store(tx_at, std::memory_order_release);
     if (sendto(xsk.fd, nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN) {
       fail("sendto (XDP kick)");
@@ -363,12 +352,12 @@ int ping_pong(const std::string& dev, const Flow& flow, double seconds, bool ser
     for (;;) {
       const uint32_t at = xsk.rx.consumer->load(std::memory_order_relaxed);
       if (xsk.rx.producer->load(std::memory_order_acquire) != at) {
-        const xdp_desc d = xsk.rx[at];
-        xsk.fill[fill_at++] = d.addr & ~uint64_t{kFrameBytes - 1};
+        const xdp_desc& d = xsk.rx[at];
+        const bool ours = payload_to(flow.ip.dport, {xsk.umem + d.addr, d.len}).has_value();
+        xsk.recycle(d);
         xsk.rx.consumer->store(at + 1, std::memory_order_release);
-        xsk.fill.producer->store(fill_at, std::memory_order_release);
-        if (is_udp_to(xsk.umem + d.addr, d.len, flow.port)) return true;
-        continue;  // the link's own traffic (IPv6 ND, MLD)
+        xsk.publish_fill();
+        if (ours) return true;  // else the link's own traffic (IPv6 ND, MLD)
       }
       if (seconds_now() > deadline) return false;
     }
@@ -403,6 +392,14 @@ int ping_pong(const std::string& dev, const Flow& flow, double seconds, bool ser
   return 0;
 }
 
+// `text` as an IPv4 address, stored IPv4-mapped as IpContext keeps it.
+bool set_ipv4(const std::string& text, std::array<uint8_t, 16>& out) {
+  const std::optional<net::IpAddr> a = net::IpAddr::parse(text);
+  if (!a || !a->is_v4()) return false;
+  out = a->bytes;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -417,7 +414,7 @@ int main(int argc, char** argv) {
     c->add_option("--dst-mac", dst_mac, "the receiving device's MAC address")->required();
     c->add_option("--src", src, "source IPv4 address");
     c->add_option("--dst", dst, "destination IPv4 address");
-    c->add_option("--port", flow.port, "UDP destination port");
+    c->add_option("--port", flow.ip.dport, "UDP destination port");
     c->add_option("--size", flow.size, "UDP payload bytes per frame")
         ->check(CLI::Range(1u, kFrameBytes - kHeaders));
   };
@@ -428,7 +425,7 @@ int main(int argc, char** argv) {
     c->add_option("--dev", dev, "the device (queue 0)")->required();
     c->add_option("--seconds", seconds, "how long")->check(CLI::PositiveNumber);
   }
-  rx->add_option("--port", flow.port, "the UDP port counted (other frames are not)");
+  rx->add_option("--port", flow.ip.dport, "the UDP port counted (other frames are not)");
   rx->add_flag("--place", place, "copy each payload into a 64 MiB target, as a driver would");
   rx->add_option("--verify", verify_size, "check each frame: this payload size, one byte");
   add_flow(tx);
@@ -436,12 +433,11 @@ int main(int argc, char** argv) {
   pp->add_flag("--server", server, "echo frames back (run it first)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (rx->parsed()) return receive(dev, seconds, flow.port, place, verify_size);
+    if (rx->parsed()) return receive(dev, seconds, flow.ip.dport, place, verify_size);
     if (std::sscanf(dst_mac.c_str(), "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &flow.dst_mac[0],
                     &flow.dst_mac[1], &flow.dst_mac[2], &flow.dst_mac[3], &flow.dst_mac[4],
                     &flow.dst_mac[5]) != ETH_ALEN ||
-        inet_pton(AF_INET, src.c_str(), &flow.src) != 1 ||
-        inet_pton(AF_INET, dst.c_str(), &flow.dst) != 1) {
+        !set_ipv4(src, flow.ip.src) || !set_ipv4(dst, flow.ip.dst)) {
       std::fprintf(stderr, "xdp_pair: --dst-mac wants aa:bb:cc:dd:ee:ff, --src/--dst IPv4\n");
       return 2;
     }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "netns_pair.hpp"
 #include "shell_run.hpp"
@@ -67,8 +68,32 @@ class XdpPair : public ::testing::Test {
     return out;
   }
 
+  // xdp_pair `mode` on A's side addressed to B (a_to_b), or on B's addressed to A (b_to_a),
+  // then `more`.
+  [[nodiscard]] std::vector<std::string> a_to_b(const std::string& mode,
+                                                std::vector<std::string> more) const {
+    return flow(hosts_.ns_a, mode, hosts_.va, mac_b_, hosts_.addr_a, hosts_.addr_b,
+                std::move(more));
+  }
+  [[nodiscard]] std::vector<std::string> b_to_a(const std::string& mode,
+                                                std::vector<std::string> more) const {
+    return flow(hosts_.ns_b, mode, hosts_.vb, mac_a_, hosts_.addr_b, hosts_.addr_a,
+                std::move(more));
+  }
+
   NetnsPair hosts_;
   std::string mac_a_, mac_b_;
+
+ private:
+  static std::vector<std::string> flow(const std::string& ns, const std::string& mode,
+                                       const std::string& dev, const std::string& dst_mac,
+                                       const std::string& src, const std::string& dst,
+                                       std::vector<std::string> more) {
+    std::vector<std::string> argv = {kXdpPair, mode,    "--dev", dev,     "--dst-mac",
+                                     dst_mac,  "--src", src,     "--dst", dst};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return NetnsPair::in(ns, argv);
+  }
 };
 
 TEST_F(XdpPair, EveryFrameSentArrivesWhole) {
@@ -76,10 +101,7 @@ TEST_F(XdpPair, EveryFrameSentArrivesWhole) {
                                                "1", "--verify", "2064", "--place"}),
                    hosts_.env_b);
   ASSERT_TRUE(wait_ready(receiver)) << receiver.read_output();
-  Process sender(NetnsPair::in(hosts_.ns_a, {kXdpPair, "send", "--dev", hosts_.va, "--dst-mac",
-                                             mac_b_, "--src", hosts_.addr_a, "--dst", hosts_.addr_b,
-                                             "--size", "2064", "--seconds", "1"}),
-                 hosts_.env_a);
+  Process sender(a_to_b("send", {"--size", "2064", "--seconds", "1"}), hosts_.env_a);
   const ProcResult sent = sender.wait(20s);
   ASSERT_EQ(sent.exit_code, 0) << sent.output;
   const ProcResult got = receiver.wait(20s);
@@ -97,15 +119,9 @@ TEST_F(XdpPair, EveryFrameSentArrivesWhole) {
 }
 
 TEST_F(XdpPair, PingPongLosesNothing) {
-  Process server(NetnsPair::in(hosts_.ns_b, {kXdpPair, "ping-pong", "--server", "--dev", hosts_.vb,
-                                             "--dst-mac", mac_a_, "--src", hosts_.addr_b, "--dst",
-                                             hosts_.addr_a, "--size", "14", "--seconds", "1"}),
-                 hosts_.env_b);
+  Process server(b_to_a("ping-pong", {"--server", "--size", "14", "--seconds", "1"}), hosts_.env_b);
   ASSERT_TRUE(wait_ready(server)) << server.read_output();
-  Process client(NetnsPair::in(hosts_.ns_a, {kXdpPair, "ping-pong", "--dev", hosts_.va, "--dst-mac",
-                                             mac_b_, "--src", hosts_.addr_a, "--dst", hosts_.addr_b,
-                                             "--size", "14", "--seconds", "1"}),
-                 hosts_.env_a);
+  Process client(a_to_b("ping-pong", {"--size", "14", "--seconds", "1"}), hosts_.env_a);
   const ProcResult r = client.wait(20s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = result_line(r.output, "xdp_ping_pong");
