@@ -41,11 +41,13 @@ class TempDir {
  public:
   TempDir() {
     char tmpl[] = "/tmp/uroce-net-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
+    if (const char* made = mkdtemp(tmpl)) path_ = made;  // empty path: mkdtemp failed
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:

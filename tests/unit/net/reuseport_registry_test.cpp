@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/netns.hpp"
+#include "net_test_util.hpp"
 
 namespace uroce::net {
 namespace {
@@ -38,25 +39,6 @@ uint32_t position_of(const RegistryState& s, pid_t pid) {
   }
   return 999;
 }
-
-// A fresh directory under /tmp, removed with what the test put in it when the test ends
-// (also when an assertion ends it early).
-class TempDir {
- public:
-  explicit TempDir(std::string prefix) {
-    prefix += "-XXXXXX";
-    if (mkdtemp(prefix.data()) != nullptr) path_ = prefix;
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(Registry, SerializeParseRoundTrip) {
   RegistryState s;
@@ -210,7 +192,7 @@ TEST(Registry, ProcessLiveness) {
 }
 
 TEST(Registry, FileStoreLoadAndChangeDetection) {
-  const TempDir temp("/tmp/uroce-net-reg");
+  const testing::TempDir temp;  // removed when the test ends, early or not
   ASSERT_FALSE(temp.path().empty());
   const std::string& dir = temp.path();
   {
@@ -241,7 +223,7 @@ TEST(Registry, FileStoreLoadAndChangeDetection) {
 // changed_since_last_seen() compares the file with what was loaded last piece by piece, with
 // no copy: a rewrite to fewer, more or as many bytes, and files of more than one 4 KiB read.
 TEST(Registry, ChangeDetectionSeesShorterLongerAndSameLengthRewrites) {
-  const TempDir temp("/tmp/uroce-net-reg");
+  const testing::TempDir temp;  // removed when the test ends, early or not
   ASSERT_FALSE(temp.path().empty());
   const std::string& dir = temp.path();
   {
@@ -302,7 +284,7 @@ TEST(Registry, PathIsKeyedByNetworkNamespaceAndPort) {
 // registers is not in ours, and ours is not in its (root only: unshare(CLONE_NEWNET)).
 TEST(Registry, AnotherNetworkNamespaceHasItsOwnRegistry) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const TempDir temp("/tmp/uroce-net-regns");
+  const testing::TempDir temp;  // removed when the test ends, early or not
   ASSERT_FALSE(temp.path().empty());
   const std::string& dir = temp.path();
   constexpr uint16_t kPort = 24701;
