@@ -10,8 +10,8 @@
 //   dev.req_notify_cq(cq, false); poll(channel_fd(ch)); get_cq_event(ch, 0); ack_cq_events(cq, 1)
 //
 // Threading: every method is thread-safe. The engine is single-threaded, so one mutex
-// (engine_mu_) serialises every engine call; the critical sections are the engine calls
-// themselves, never a syscall. A second mutex (io_mu_) makes one thread at a time drive the
+// (engine_mu_) serialises every engine call but poll_cq, which reads the CQ's ring without it
+// (transport/cq.hpp); the critical sections are the engine calls themselves, never a syscall. A second mutex (io_mu_) makes one thread at a time drive the
 // PacketIo: the progress thread, or an application thread inside post_send / poll_cq that
 // found the I/O free (ProgressOptions::app_calls_drive). docs/api.md has the whole model.
 //

@@ -1,15 +1,19 @@
 // Completion queue ring and notification arming (see cq.hpp).
 #include "transport/cq.hpp"
 
+#include <algorithm>
+
 namespace uroce::transport {
 
 Cq::PushResult Cq::push(const Wc& wc, bool solicited, TimePoint at) {
   // Like rxe (rxe_cq_post): a full CQ loses the completion and raises IBV_EVENT_CQ_ERR.
-  if (count_ == ring_.size()) return PushResult::kOverflow;
-  Wc& slot = ring_[(head_ + count_) % ring_.size()];
-  slot = wc;
-  slot.timestamp_ns = at.count();
-  ++count_;
+  // Acquire on head_: the slot about to be written is one a poller has finished reading.
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  if (tail - head_.load(std::memory_order_acquire) == ring_.size()) return PushResult::kOverflow;
+  Wc& s = slot(tail);
+  s = wc;
+  s.timestamp_ns = at.count();
+  tail_.store(tail + 1, std::memory_order_release);
   if (notify_ == Notify::kNext || (notify_ == Notify::kSolicited && solicited)) {
     notify_ = Notify::kNone;
     return PushResult::kStoredNotify;
@@ -18,36 +22,47 @@ Cq::PushResult Cq::push(const Wc& wc, bool solicited, TimePoint at) {
 }
 
 int Cq::poll(std::span<Wc> out) {
-  int n = 0;
-  while (count_ > 0 && static_cast<size_t>(n) < out.size()) {
-    out[n++] = ring_[head_];
-    head_ = (head_ + 1) % static_cast<uint32_t>(ring_.size());
-    --count_;
+  // No lock for an empty CQ: what a busy poller finds most of the time.
+  if (out.empty() ||
+      tail_.load(std::memory_order_acquire) == head_.load(std::memory_order_relaxed)) {
+    return 0;
   }
-  return n;
+  std::lock_guard lock(poll_mu_);
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t queued = tail_.load(std::memory_order_acquire) - head;
+  const auto n = static_cast<uint64_t>(std::min<size_t>(out.size(), queued));
+  for (uint64_t i = 0; i < n; ++i) out[i] = slot(head + i);
+  // Release: the producer may reuse these slots only after the reads above.
+  head_.store(head + n, std::memory_order_release);
+  return static_cast<int>(n);
 }
 
 bool Cq::resize(uint32_t capacity) {
-  if (capacity == 0 || capacity < count_) return false;
+  std::lock_guard lock(poll_mu_);
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t queued = tail_.load(std::memory_order_relaxed) - head;
+  if (capacity == 0 || capacity < queued) return false;
   std::vector<Wc> ring(capacity);
-  for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  for (uint64_t i = 0; i < queued; ++i) ring[i] = slot(head + i);
   ring_ = std::move(ring);
-  head_ = 0;
+  head_.store(0, std::memory_order_relaxed);
+  tail_.store(queued, std::memory_order_release);
   return true;
 }
 
 uint32_t Cq::remove_qp(uint32_t qpn) {
-  const auto size = static_cast<uint32_t>(ring_.size());
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < count_; ++i) {
-    const Wc& wc = ring_[(head_ + i) % size];
+  std::lock_guard lock(poll_mu_);
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t queued = tail_.load(std::memory_order_relaxed) - head;
+  uint64_t kept = 0;
+  for (uint64_t i = 0; i < queued; ++i) {
+    const Wc& wc = slot(head + i);
     if (wc.qp_num == qpn) continue;
-    if (kept != i) ring_[(head_ + kept) % size] = wc;
+    if (kept != i) slot(head + kept) = wc;
     ++kept;
   }
-  const uint32_t removed = count_ - kept;
-  count_ = kept;
-  return removed;
+  tail_.store(head + kept, std::memory_order_release);
+  return static_cast<uint32_t>(queued - kept);
 }
 
 }  // namespace uroce::transport

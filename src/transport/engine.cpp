@@ -25,6 +25,7 @@ EngineConfig normalized(EngineConfig c) {
 EngineImpl::EngineImpl(const EngineConfig& config)
     : config_(normalized(config)), memory_(config_.limits, config_.seed) {
   qps_.resize(size_t{config_.qpn_count} + 1);  // the last slot is QP1 (GSI)
+  cqs_.resize(config_.limits.max_cq);
   timers_.reserve((config_.qpn_count + 1) * kTimerCount);
   tx_ring_.assign(size_t{config_.qpn_count} + 1, 0);
   events_.assign(1024, AsyncEvent{});

@@ -11,7 +11,9 @@
 //   output  while (has_tx()) poll_tx(now, slots) and send what it wrote
 //   results poll_cq, poll_events
 //
-// Single-threaded: the device layer serialises every call. Nothing on the data path
+// Single-threaded: the device layer serialises every call, except poll_cq, which may run on
+// any thread at any moment (see transport/cq.hpp) as long as the CQ is not destroyed under
+// it, as ibverbs requires of its callers too. Nothing on the data path
 // allocates: queues are sized at creation, packets are built straight into the driver's
 // TxSlot buffers and payload is copied straight from/into registered memory (or, with
 // set_payload_by_reference, left in the source MR for the driver's iovecs).
@@ -175,7 +177,8 @@ class Engine {
   // EINVAL in RESET or on a QP attached to an SRQ; in ERR the WR completes with flush.
   Status post_recv(uint32_t qpn, const RecvWr& wr);
   Status post_srq_recv(SrqId srq, const RecvWr& wr);
-  // Up to out.size() completions, oldest first. Returns the count, or -EINVAL.
+  // Up to out.size() completions, oldest first. Returns the count, or -EINVAL. Needs no
+  // serialisation with the other calls (the file comment says what it does need).
   int poll_cq(CqId cq, std::span<Wc> out);
   // Arms one kCqCompletion event for the next completion (solicited_only: the next
   // receive completion of a packet with the SE bit).

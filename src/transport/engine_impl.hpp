@@ -135,6 +135,8 @@ class EngineImpl {
   // are stamped with it. Setup calls that flush (modify_qp to ERR) reuse the last one.
   TimePoint now_{};
   MemoryTable memory_;
+  // max_cq slots, sized once at construction: poll_cq looks a CQ up without the device's
+  // engine lock (Cq's consumer side), so the table must never reallocate under it.
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;
   std::vector<std::unique_ptr<Qp>> qps_;  // [0, qpn_count): qpn_base + i; [qpn_count]: QP1

@@ -46,15 +46,14 @@ Result<CqId> EngineImpl::create_cq(uint32_t cqe) {
   if (cqe == 0 || cqe > config_.limits.max_cqe) {
     return Status(EINVAL, "create_cq: cqe must be 1..max_cqe");
   }
+  // cqs_ never grows (see its declaration): a free slot or none.
   for (uint32_t i = 0; i < cqs_.size(); ++i) {
     if (!cqs_[i]) {
       cqs_[i] = std::make_unique<Cq>(cqe);
       return CqId{i};
     }
   }
-  if (cqs_.size() >= config_.limits.max_cq) return Status(ENOMEM, "create_cq: max_cq reached");
-  cqs_.push_back(std::make_unique<Cq>(cqe));
-  return CqId{static_cast<uint32_t>(cqs_.size() - 1)};
+  return Status(ENOMEM, "create_cq: max_cq reached");
 }
 
 Status EngineImpl::destroy_cq(CqId id) {
