@@ -48,7 +48,7 @@ class Cq {
 
   // Producer side: only the engine changes the capacity.
   [[nodiscard]] uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
-  // How many completions are queued; exact on the producer side, a snapshot elsewhere.
+  // How many completions are queued: a snapshot, since a poller may take some at any moment.
   [[nodiscard]] uint32_t size() const {
     return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) -
                                  head_.load(std::memory_order_acquire));
