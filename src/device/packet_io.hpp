@@ -83,6 +83,8 @@ struct IoCounters {
   // and markers of large messages passed without their message (the socket dropped it).
   uint64_t rx_ring_datagrams = 0;
   uint64_t rx_ring_marker_timeouts = 0;
+  // 1 once the ring overflowed and handed the data back to the sockets (UdpPacketIo).
+  uint64_t rx_ring_given_back = 0;
   // What UROCE_IMPAIR did (src/net/impaired_packet_io.hpp); 0 without impairment.
   uint64_t impair_dropped = 0;
   uint64_t impair_duplicated = 0;

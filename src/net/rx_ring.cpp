@@ -367,8 +367,13 @@ constexpr uint8_t kVnetGsoNone = 0;
 
 }  // namespace
 
+void RxRing::next_frame() {
+  cur_ = (cur_ + 1) % frames_;
+  ++held_;
+}
+
 void RxRing::release() {
-  while (release_ != cur_) {
+  for (; held_ != 0; --held_) {
     __atomic_store_n(&header_of(frame(release_))->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
     release_ = (release_ + 1) % frames_;
   }
@@ -447,16 +452,22 @@ void RxRing::pass_marker(bool timed_out) {
   at_marker_ = false;
   ++(timed_out ? counters_.marker_timeouts : counters_.markers);
   marker_timeouts_seen_.store(counters_.marker_timeouts, std::memory_order_relaxed);
-  cur_ = (cur_ + 1) % frames_;
+  next_frame();
 }
 
 size_t RxRing::read(std::span<RxDatagram> out) {
   size_t kept = 0;
   while (kept < out.size() && !at_marker_) {
     if (seg_off_ == 0) {
-      if ((frame_status(frame(cur_)) & TP_STATUS_USER) == 0) break;
+      // Every frame handed out since release(): the next one is the first of them again.
+      if (held_ == frames_) break;
+      const uint32_t status = frame_status(frame(cur_));
+      if ((status & TP_STATUS_USER) == 0) break;
+      // Set on the frames filled while the kernel's drop count (reset by refresh_drops) is
+      // not zero: seen on the next frame read, without a system call.
+      if ((status & TP_STATUS_LOSING) != 0) losing_seen_ = true;
       if (!parse_current()) {
-        cur_ = (cur_ + 1) % frames_;
+        next_frame();
         continue;
       }
       if (at_marker_) break;
@@ -478,11 +489,21 @@ size_t RxRing::read(std::span<RxDatagram> out) {
     seg_off_ += n;
     if (seg_off_ >= cur_payload_.size()) {
       seg_off_ = 0;
-      cur_ = (cur_ + 1) % frames_;
+      next_frame();
     }
   }
   if (kept != 0) datagrams_seen_.store(counters_.datagrams, std::memory_order_relaxed);
   return kept;
+}
+
+int RxRing::stop_taking() {
+  sock_filter refuse_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
+  const sock_fprog fprog{1, refuse_all};
+  return setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) == 0 ? 0 : errno;
+}
+
+bool RxRing::drained() const {
+  return seg_off_ == 0 && !at_marker_ && (frame_status(frame(cur_)) & TP_STATUS_USER) == 0;
 }
 
 void RxRing::refresh_drops() {

@@ -108,6 +108,17 @@ class RxRing {
   void pass_marker(bool timed_out);
   // Readable (POLLIN) while a frame waits to be read.
   [[nodiscard]] int fd() const { return fd_; }
+  // The kernel found no free frame for a datagram (a frame read was flagged
+  // TP_STATUS_LOSING, or refresh_drops() counted a drop): the load is more than the ring
+  // holds, and what it dropped the sockets' filter dropped too.
+  [[nodiscard]] bool overflowed() const {
+    return losing_seen_ || drops_.load(std::memory_order_relaxed) != 0;
+  }
+  // Takes no new datagram from now on (a filter that refuses all); what the ring holds
+  // stays to be read. 0 or the errno of SO_ATTACH_FILTER.
+  int stop_taking();
+  // Nothing left to read: no frame waiting, no GSO message handed out in part, no marker.
+  [[nodiscard]] bool drained() const;
   // Reads the kernel's drop count (PACKET_STATISTICS: datagrams the filter took that found
   // no free frame): from the thread that reads.
   void refresh_drops();
@@ -133,18 +144,22 @@ class RxRing {
   [[nodiscard]] uint8_t* frame(uint32_t i) const { return map_ + size_t{i} * kFrameBytes; }
   // Parses frame `cur_` into the cur_* fields (a marker sets at_marker_); false if malformed.
   bool parse_current();
+  // Moves cur_ to the next frame; the one left is held until release().
+  void next_frame();
 
   int fd_ = -1;
   uint8_t* map_ = nullptr;
   uint32_t frames_ = 0;
   uint32_t cur_ = 0;      // next frame to read
   uint32_t release_ = 0;  // frames [release_, cur_) were read and go back at release()
+  uint32_t held_ = 0;     // how many: all of them when cur_ came round to release_
   // The frame being handed out: its UDP payload, segment size, metadata, and how far.
   std::span<uint8_t> cur_payload_;
   size_t cur_seg_ = 0;
   RxDatagram cur_meta_;
   size_t seg_off_ = 0;
   bool at_marker_ = false;
+  bool losing_seen_ = false;  // a frame came with TP_STATUS_LOSING
   RxRingCounters counters_;
   std::atomic<uint64_t> drops_{0};
   // Copies of two counters for other threads: one writer, so a plain store (no locked

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,6 +32,7 @@ UdpPacketIo::UdpPacketIo(std::vector<std::unique_ptr<UdpPort>> ports, uint16_t u
       udp_port_(udp_port),
       path_log_(std::move(path_log)),
       ring_(std::move(ring)),
+      ring_in_use_(ring_ != nullptr),
       ring_markers_passed_(ports_.size(), 0),
       port_read_in_pass_(ports_.size(), 0),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
@@ -68,6 +70,7 @@ device::IoCounters UdpPacketIo::io_counters() const {
     c.rx_discards += ring_->rx_discards();
     c.rx_ring_datagrams = ring_->datagrams_seen();
     c.rx_ring_marker_timeouts = ring_->marker_timeouts_seen();
+    c.rx_ring_given_back = ring_given_back_.load(std::memory_order_relaxed);
   }
   for (const auto& p : ports_) {
     c.rx_discards += p->rx_discards();
@@ -90,7 +93,9 @@ void UdpPacketIo::fill_meta(const RxDatagram& d, device::RxPacket& p) const {
 }
 
 size_t UdpPacketIo::read_port(size_t idx, std::span<device::RxPacket> out) {
-  if (!ring_) return read_port_once(idx, out, UdpPort::kMaxBurst);
+  if (!ring_in_use_.load(std::memory_order_relaxed)) {
+    return read_port_once(idx, out, UdpPort::kMaxBurst);
+  }
   // Ring mode: one receive message per port and pass. One at a time, because what the
   // ring holds after a large message's marker must wait for that message, and what
   // follows it on the socket must wait for its own marker; once per pass, because the
@@ -176,8 +181,37 @@ bool UdpPacketIo::pass_ring_marker(std::span<device::RxPacket> out, size_t& tota
   return false;
 }
 
+void UdpPacketIo::give_back_ring() {
+  ring_giving_back_ = true;
+  const int refused = ring_->stop_taking();
+  ring_->refresh_drops();  // for the message below
+  for (auto& p : ports_) {
+    if (const int err = p->keep_ring_data(); err != 0) {
+      std::fprintf(stderr,
+                   "uroce: cannot give UDP port %u its data back from the receive ring: %s\n",
+                   static_cast<unsigned>(udp_port_), std::strerror(err));
+    }
+  }
+  std::fprintf(stderr,
+               "uroce: the receive ring (UROCE_RX_RING=1) had no free frame for %llu "
+               "datagram(s): this load is more than it holds (its QPs' windows), so the device "
+               "reads its UDP sockets from now on (unset UROCE_RX_RING for such loads)%s\n",
+               static_cast<unsigned long long>(ring_->rx_discards()),
+               refused != 0 ? "; the ring could not be stopped and still costs a copy" : "");
+}
+
+void UdpPacketIo::finish_ring() {
+  for (auto& p : ports_) p->forget_ring();
+  ring_given_back_.store(1, std::memory_order_relaxed);
+  ring_in_use_.store(false, std::memory_order_relaxed);
+}
+
 size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
   ring_->release();  // the device is done with the last pass's datagrams
+  if (ring_giving_back_ && ring_->drained()) {
+    finish_ring();
+    return rx_burst(out);
+  }
   std::fill(port_read_in_pass_.begin(), port_read_in_pass_.end(), 0);
   size_t total = 0;
   // The rest of a message a port handed out in part arrived before anything the ring holds
@@ -191,6 +225,11 @@ size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
     // A message too large for a frame: read it from its socket before what follows it.
     if (!pass_ring_marker(out, total)) break;
   }
+  // An overflow lost datagrams that go-back-N then resends into the same full ring: with
+  // many QPs (each keeps up to 128 packets in flight, each GSO message a frame or a marker)
+  // that became a collapse, 75-88 % of the packets sent being resends. The sockets' buffers
+  // hold every window (UdpPortConfig::rcvbuf_bytes), so the ring hands over to them.
+  if (!ring_giving_back_ && ring_->overflowed()) give_back_ring();
   // The sockets carry what the ring leaves (QP1's CM MADs, the group's probes, GSO messages
   // larger than a frame): read on every pass while they deliver, else on the quiet-look
   // schedule of a second socket (full_look_due), so that an empty poll costs no system call.
@@ -211,7 +250,7 @@ size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
 }
 
 size_t UdpPacketIo::rx_burst(std::span<device::RxPacket> out) {
-  if (ring_) return rx_burst_ring(out);
+  if (ring_in_use_.load(std::memory_order_relaxed)) return rx_burst_ring(out);
   const size_t n_ports = ports_.size();
   // Only rx_burst changes what a port holds, and the last one recorded it.
   const bool any_pending = rx_pending_.load(std::memory_order_relaxed);
@@ -294,7 +333,7 @@ void UdpPacketIo::wake_if_pending() {
   // on it. The progress thread never calls
   // wait() right after a pass that read something, so only a thread already in wait() while
   // an application thread runs this pass needs the eventfd.
-  bool pending = ring_ && ring_->has_pending();
+  bool pending = ring_in_use_.load(std::memory_order_relaxed) && ring_->has_pending();
   for (auto& p : ports_) pending = pending || p->has_pending();
   // A store only when it changes: a sequentially consistent store is a locked instruction,
   // and an empty poll of a busy-polling program runs this every pass.
@@ -398,7 +437,9 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   std::array<pollfd, 65> fds{};
   size_t n = 0;
   fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
-  if (ring_) fds[n++] = pollfd{.fd = ring_->fd(), .events = POLLIN, .revents = 0};
+  if (ring_in_use_.load(std::memory_order_relaxed)) {
+    fds[n++] = pollfd{.fd = ring_->fd(), .events = POLLIN, .revents = 0};
+  }
   const size_t ports_at = n;
   for (auto& p : ports_) {
     if (n == fds.size()) break;

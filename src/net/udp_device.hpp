@@ -85,6 +85,10 @@ class UdpPacketIo final : public device::PacketIo {
   // rx_burst with a ring: the ring on every pass, the sockets while they deliver or when a
   // quiet look is due.
   size_t rx_burst_ring(std::span<device::RxPacket> out);
+  // After an overflow of the ring: it takes nothing more and the sockets keep every
+  // datagram again; once it is read to its end (finish_ring), only the sockets are read.
+  void give_back_ring();
+  void finish_ring();
   // RxPacket metadata of datagram `d` (the port number presented as 4791).
   void fill_meta(const RxDatagram& d, device::RxPacket& p) const;
   // cm_listen's `on`: all ports or none; 0 or the errno of the port that refused.
@@ -97,6 +101,12 @@ class UdpPacketIo final : public device::PacketIo {
   uint16_t udp_port_;
   std::shared_ptr<PathErrorLog> path_log_;
   std::unique_ptr<RxRing> ring_;
+  // The ring is read (rx_burst_ring) until it overflows; then it takes nothing more, is
+  // read to its end, and the sockets carry everything (give_back_ring). Read by wait()
+  // outside the I/O lock, hence atomic. The ring object stays, for its counters.
+  std::atomic<bool> ring_in_use_{false};
+  bool ring_giving_back_ = false;
+  std::atomic<uint64_t> ring_given_back_{0};
   bool rx_sockets_hot_ = false;  // ring mode: the sockets delivered at the last look
   // Ring mode: markers passed per port (each stands for one of the port's
   // rx_ring_large_messages), and since when the current one waits for its message.

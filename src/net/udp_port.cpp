@@ -509,15 +509,19 @@ void UdpPort::unlisten_service(uint64_t service_id) {
   reconcile(false);
 }
 
-void UdpPort::maintain() {
-  // Drops after the last datagram that got in carry no cmsg: read the count itself (one
-  // getsockopt, only when the device goes idle).
+void UdpPort::read_kernel_drops() {
   std::array<uint32_t, SK_MEMINFO_VARS> mem{};
   socklen_t mem_len = sizeof mem;
   if (getsockopt(fd_, SOL_SOCKET, SO_MEMINFO, mem.data(), &mem_len) == 0 &&
       mem_len > SK_MEMINFO_DROPS * sizeof(uint32_t)) {
     note_kernel_drops(mem[SK_MEMINFO_DROPS]);
   }
+}
+
+void UdpPort::maintain() {
+  // Drops after the last datagram that got in carry no cmsg: read the count itself (one
+  // getsockopt, only when the device goes idle).
+  read_kernel_drops();
   if (!registry_) return;
   const int64_t now = mono_ns();
   bool need = a_watched_member_exited() || registry_->changed_since_last_seen();
@@ -899,13 +903,27 @@ int UdpPort::hand_data_to_ring(const std::vector<int>& ifindexes) {
   return 0;
 }
 
+int UdpPort::keep_ring_data() {
+  if (!ring_takes_data_) return 0;
+  const int unused = 0;  // the kernel wants an int's length for every SOL_SOCKET option
+  return setsockopt(fd_, SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof unused) == 0 ? 0 : errno;
+}
+
+void UdpPort::forget_ring() {
+  read_kernel_drops();  // the filter's drops so far: followed, not counted
+  ring_takes_data_ = false;
+  ring_ifindexes_.clear();
+}
+
 void UdpPort::note_kernel_drops(uint32_t cumulative) {
-  if (ring_takes_data_) return;  // the filter's drops are in the count (hand_data_to_ring)
   // The count is the kernel's 32-bit sk_drops: serial arithmetic, so a datagram queued before
   // a later SO_MEMINFO read (an older, smaller count) is no change, and a wrap is growth.
   const auto delta = static_cast<int32_t>(cumulative - kernel_drops_seen_);
   if (delta <= 0) return;
   kernel_drops_seen_ = cumulative;
+  // In ring mode the filter's drops are in the count (hand_data_to_ring): followed, not
+  // counted, so that a ring given back (forget_ring) counts only the drops after it.
+  if (ring_takes_data_) return;
   rx_discards_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
 }
 

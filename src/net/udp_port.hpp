@@ -228,6 +228,13 @@ class UdpPort {
   // `ifindexes`: RxRingConfig::ifindexes, the interfaces the ring watches.
   int hand_data_to_ring(const std::vector<int>& ifindexes);
   [[nodiscard]] bool ring_takes_data() const { return ring_takes_data_; }
+  // The ring gives its data back (UdpPacketIo, after an overflow), in two steps. First the
+  // socket keeps every datagram again (the filter goes; 0 or the errno of
+  // SO_DETACH_FILTER), while the ring's markers still count the large messages they stand
+  // for; once the ring is read to its end, the socket forgets it, and its drop count feeds
+  // rx_discards again from there.
+  int keep_ring_data();
+  void forget_ring();
 
   // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
   void drain_errors() { (void)drain_error_queue(fd_, config_.path_log); }
@@ -293,6 +300,8 @@ class UdpPort {
   void fill_meta(const msghdr& h, RxDatagram& d);
   // The socket's cumulative drop count (SO_RXQ_OVFL cmsg or SO_MEMINFO) was seen.
   void note_kernel_drops(uint32_t cumulative);
+  // note_kernel_drops of the count SO_MEMINFO reads now.
+  void read_kernel_drops();
   size_t deliver_stash(std::span<RxDatagram> out);
   // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and hands their
   // datagrams out in place; what does not fit `out` stays pending for the next call.

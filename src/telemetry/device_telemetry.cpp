@@ -44,6 +44,7 @@ void fill_published_values(std::vector<uint64_t>& v, const transport::Counters& 
   v.push_back(io.rx_no_owner);
   v.push_back(io.rx_ring_datagrams);
   v.push_back(io.rx_ring_marker_timeouts);
+  v.push_back(io.rx_ring_given_back);
   for (const uint64_t x :
        {io.impair_dropped, io.impair_duplicated, io.impair_corrupted, io.impair_ce_marked,
         io.impair_delayed, io.impair_reordered, io.impair_overflow, io.impair_queue_dropped,
@@ -95,9 +96,10 @@ const std::vector<std::string>& published_counter_names() {
                                            transport::kCounterNames.end());
     n->emplace_back("out_of_sequence");
     n->emplace_back("rnr_nak_retry_err");
-    for (const char* io : {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable",
-                           "icmp_unreachable", "icmp_too_big", "rx_discards", "rx_misdelivered",
-                           "rx_no_owner", "rx_ring_datagrams", "rx_ring_marker_timeouts"}) {
+    for (const char* io :
+         {"tx_drop_too_big", "tx_drop_error", "icmp_port_unreachable", "icmp_unreachable",
+          "icmp_too_big", "rx_discards", "rx_misdelivered", "rx_no_owner", "rx_ring_datagrams",
+          "rx_ring_marker_timeouts", "rx_ring_given_back"}) {
       n->emplace_back(io);
     }
     for (const char* im :

@@ -62,10 +62,10 @@ struct TelemetryOptions {
 // retry_rnr_exceeded_err), then the UDP driver's drops and ICMP errors (tx_drop_too_big,
 // tx_drop_error, icmp_port_unreachable, icmp_unreachable, icmp_too_big, rx_discards: what
 // the kernel dropped at the device's sockets, rx_misdelivered and rx_no_owner: what a shared
-// port's steering handed to the wrong process; rx_ring_datagrams and
-// rx_ring_marker_timeouts: UROCE_RX_RING's; device-wide, 0 per QP), then what UROCE_IMPAIR
-// did (impair_dropped, impair_duplicated, impair_corrupted, impair_ce_marked, impair_delayed,
-// impair_reordered, impair_overflow, impair_queue_dropped, impair_queue_marked,
+// port's steering handed to the wrong process; rx_ring_datagrams,
+// rx_ring_marker_timeouts and rx_ring_given_back: UROCE_RX_RING's; device-wide, 0 per QP), then
+// what UROCE_IMPAIR did (impair_dropped, impair_duplicated, impair_corrupted, impair_ce_marked,
+// impair_delayed, impair_reordered, impair_overflow, impair_queue_dropped, impair_queue_marked,
 // impair_queue_max_bytes; device-wide), then acks_rcvd (ACKs seen by the
 // round-trip tracker, always last).
 [[nodiscard]] const std::vector<std::string>& published_counter_names();

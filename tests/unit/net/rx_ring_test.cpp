@@ -251,7 +251,8 @@ TEST(RxRingFilter, TooManyAddressesAreRefusedWithTheFix) {
 // port with UDP GSO.
 class RxRingPacketIo : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { open_io(RxRing::kFrames); }
+  void open_io(uint32_t frames) {
     UdpPortConfig c = unshared("127.0.0.1");
     c.gro = true;
     auto rx = UdpPort::open(c);
@@ -261,7 +262,7 @@ class RxRingPacketIo : public ::testing::Test {
     rc.port = port;
     rc.addrs = {ip("127.0.0.1")};
     rc.ifindexes = {static_cast<int>(if_nametoindex("lo"))};
-    auto ring = RxRing::open(rc);
+    auto ring = RxRing::open(rc, frames);
     if (!ring && ring.error().code == EPERM) GTEST_SKIP() << ring.error().message;
     ASSERT_TRUE(ring) << ring.error().message;
     ASSERT_EQ(rx.value()->hand_data_to_ring(rc.ifindexes), 0);
@@ -361,6 +362,75 @@ TEST_F(RxRingPacketIo, MixedMessagesArriveInOrderWhateverTheRoomPerPass) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(io->ring()->counters().markers, 80u);
   EXPECT_EQ(io->ring()->counters().marker_timeouts, 0u);
+}
+
+// A ring with few frames, for its overflow.
+class RxRingOverflow : public RxRingPacketIo {
+ protected:
+  static constexpr uint32_t kSmallRing = 8;
+  void SetUp() override { open_io(kSmallRing); }
+  // Sends datagrams first .. first + count - 1, each alone (a frame each), carrying its
+  // number in bytes 12..15; `payload` bytes after the BTH.
+  void send_numbered(uint32_t first, uint32_t count, size_t payload = 100) {
+    for (uint32_t k = first; k < first + count; ++k) {
+      send(1, payload, [k](size_t, std::vector<uint8_t>& d) { std::memcpy(d.data() + 12, &k, 4); });
+    }
+  }
+  // Receives until `want` datagrams came or 2 s passed; their numbers, in order.
+  std::vector<uint32_t> receive(size_t want) {
+    std::vector<uint32_t> got;
+    std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(device::kPacketBufferSize));
+    std::vector<device::RxPacket> pkts(64);
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    bool first = true;  // receive(0) makes one pass
+    while ((first || got.size() < want) && std::chrono::steady_clock::now() < deadline) {
+      first = false;
+      for (size_t i = 0; i < pkts.size(); ++i) pkts[i].buf = bufs[i];
+      const size_t n = io->rx_burst(pkts);
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t k = 0;
+        std::memcpy(&k, pkts[i].bytes().data() + 12, 4);
+        got.push_back(k);
+      }
+      if (n == 0) io->wait(1ms, false);
+    }
+    return got;
+  }
+};
+
+// An overflow (go-back-N resending into the same full ring was a collapse with many QPs)
+// hands the data to the socket: what the ring holds comes first, then everything comes
+// through the socket, in order, however many datagrams wait at once.
+TEST_F(RxRingOverflow, AnOverflowedRingHandsTheDataToTheSocketWithoutLosingMore) {
+  send_numbered(0, 20);  // 8 frames: datagrams 8..19 find none and are lost
+  EXPECT_EQ(receive(8), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(io->io_counters().rx_ring_given_back, 0u);
+  // The kernel flags the frames it fills while its drop count is not zero. (A pass first,
+  // which gives the kernel back the frames the last one read, as the device's next would.)
+  EXPECT_TRUE(receive(0).empty());
+  send_numbered(20, 1);
+  EXPECT_EQ(receive(1), (std::vector<uint32_t>{20}));
+  EXPECT_TRUE(io->ring()->overflowed());
+
+  // More than the ring could hold, and a GSO message too large for a frame: all through the
+  // socket now, none lost, in order.
+  send_numbered(100, 3 * kSmallRing);
+  send(3, 4000, [](size_t i, std::vector<uint8_t>& d) {
+    const uint32_t k = 200 + static_cast<uint32_t>(i);
+    std::memcpy(d.data() + 12, &k, 4);
+  });
+  send_numbered(300, 2);
+  std::vector<uint32_t> want;
+  for (uint32_t k = 100; k < 100 + 3 * kSmallRing; ++k) want.push_back(k);
+  want.insert(want.end(), {200, 201, 202, 300, 301});
+  EXPECT_EQ(receive(want.size()), want);
+
+  const device::IoCounters c = io->io_counters();
+  EXPECT_EQ(c.rx_ring_given_back, 1u);
+  EXPECT_EQ(c.rx_ring_datagrams, 9u);  // 0..7 and 20
+  EXPECT_EQ(c.rx_discards, 12u);       // the ring's; the socket filter's are not counted
+  EXPECT_EQ(io->ring()->counters().markers, 0u);
+  EXPECT_FALSE(io->ports()[0]->ring_takes_data());
 }
 
 }  // namespace
