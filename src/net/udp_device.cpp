@@ -290,6 +290,14 @@ size_t UdpPacketIo::read_all_ports(std::span<device::RxPacket> out, bool* quiet_
   for (size_t k = 0; k < n_ports && total < out.size(); ++k) {
     const size_t idx = (next_rx_port_ + k) % n_ports;
     if (check_ready && rx_poll_[idx].revents == 0 && !ports_[idx]->has_pending()) continue;
+    // Ring mode: the ring was read before this, and a large message's marker reaches the
+    // ring before the message reaches its socket, so a message that came in between belongs
+    // after what the ring got meanwhile: its marker reads it (pass_ring_marker). Read here
+    // anyway if the ring is empty: then no marker stands for it (its frame was dropped).
+    if (ring_in_use_.load(std::memory_order_relaxed) && port_read_in_pass_[idx] == 0 &&
+        ports_[idx]->next_is_ring_message() && !ring_->drained()) {
+      continue;
+    }
     const size_t n = read_port(idx, out.subspan(total));
     if (n > most) {
       most = n;

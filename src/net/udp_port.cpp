@@ -903,6 +903,34 @@ int UdpPort::hand_data_to_ring(const std::vector<int>& ifindexes) {
   return 0;
 }
 
+bool UdpPort::has_ring_marker(std::span<const uint8_t> head, size_t len, int ifindex) const {
+  return ring_takes_data_ && len + 8 > RxRing::kMaxUdpLength && ring_takes_payload(head, slot_) &&
+         (ring_ifindexes_.empty() || std::find(ring_ifindexes_.begin(), ring_ifindexes_.end(),
+                                               ifindex) != ring_ifindexes_.end());
+}
+
+bool UdpPort::next_is_ring_message() {
+  if (!ring_takes_data_ || has_pending()) return false;
+  std::array<uint8_t, 64> head{};  // the BTH and more: what ring_takes_payload reads
+  iovec iov{head.data(), head.size()};
+  sockaddr_storage from{};
+  alignas(cmsghdr) std::array<uint8_t, 256> control{};
+  msghdr h{};
+  h.msg_name = &from;
+  h.msg_namelen = sizeof from;
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = control.data();
+  h.msg_controllen = control.size();
+  // MSG_TRUNC: the length of the whole message (with UDP GRO, of all its datagrams).
+  const ssize_t len = recvmsg(fd_, &h, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+  if (len <= 0) return false;
+  RxDatagram d;
+  fill_meta(h, d);
+  const auto n = static_cast<size_t>(len);
+  return has_ring_marker({head.data(), std::min(n, head.size())}, n, d.ifindex);
+}
+
 int UdpPort::keep_ring_data() {
   if (!ring_takes_data_) return 0;
   const int unused = 0;  // the kernel wants an int's length for every SOL_SOCKET option
@@ -1046,10 +1074,8 @@ size_t UdpPort::recv_burst_gro(std::span<RxDatagram> out, size_t max_messages) {
       fill_meta(h, gro_meta_[e]);
       gro_seg_[e] = gro_segment_size(h, gro_len_[e]);
       if (gro_seg_[e] < gro_len_[e]) ++counters_.rx_gro_messages;
-      if (ring_takes_data_ && gro_len_[e] + 8 > RxRing::kMaxUdpLength &&
-          ring_takes_payload({gro_area_.get() + e * kGroBytes, gro_len_[e]}, slot_) &&
-          (ring_ifindexes_.empty() || std::find(ring_ifindexes_.begin(), ring_ifindexes_.end(),
-                                                gro_meta_[e].ifindex) != ring_ifindexes_.end())) {
+      if (has_ring_marker({gro_area_.get() + e * kGroBytes, gro_len_[e]}, gro_len_[e],
+                          gro_meta_[e].ifindex)) {
         ++counters_.rx_ring_large_messages;
       }
     }

@@ -235,6 +235,12 @@ class UdpPort {
   // rx_discards again from there.
   int keep_ring_data();
   void forget_ring();
+  // Ring mode: whether the next message on the socket is one a ring marker stands for (a
+  // GSO message too large for a frame, of the ring's QPs and interfaces). Such a message is
+  // read only at its marker: read earlier, it would overtake the ring's datagrams that
+  // arrived before it. One recvmsg(MSG_PEEK) of its first bytes; false outside ring mode,
+  // with datagrams pending here, or when the socket is empty.
+  [[nodiscard]] bool next_is_ring_message();
 
   // Reads the socket's error queue into config.path_log: when poll() says POLLERR.
   void drain_errors() { (void)drain_error_queue(fd_, config_.path_log); }
@@ -306,6 +312,9 @@ class UdpPort {
   // recv_burst() with UDP GRO: reads whole GRO messages into gro_area_ and hands their
   // datagrams out in place; what does not fit `out` stays pending for the next call.
   size_t recv_burst_gro(std::span<RxDatagram> out, size_t max_messages);
+  // Ring mode: a received message of `len` bytes (UDP payload; a GSO message's whole), whose
+  // first bytes are `head`, arrived on `ifindex`, has a marker in the ring.
+  [[nodiscard]] bool has_ring_marker(std::span<const uint8_t> head, size_t len, int ifindex) const;
   // Points `out` at one datagram in gro_area_ with meta `m` and applies keep_datagram(); true
   // if it was kept (else `out` keeps its buffer). Sets *misdelivered / *unowned as
   // keep_datagram() counted.

@@ -193,6 +193,41 @@ TEST_F(RxRingTest, AGsoMessageLargerThanAFrameStaysOnTheSocketBehindAMarker) {
   EXPECT_EQ(ring->counters().datagrams, 0u);
 }
 
+// What the device asks before it reads a socket outside a marker: whether the next message
+// is one a marker stands for (read it only at its marker, or it would overtake the ring's
+// datagrams that came before it). A look that consumes nothing.
+TEST_F(RxRingTest, TheSocketTellsAMarkedMessageWithoutGivingItUp) {
+  open("127.0.0.1", std::nullopt, /*sender_gso=*/true);
+  if (!ring) return;
+  EXPECT_FALSE(rx_port->next_is_ring_message());  // nothing there
+  // A CM MAD (QP1) is the socket's own.
+  const auto mad = bth_packet(kGsiQpn, 256, 0x11);
+  ASSERT_EQ(send_one(*tx_port, mad, ip("127.0.0.1"), rx_port->port()), 1u);
+  // A data GSO message too large for a frame: the ring's, behind a marker.
+  std::vector<std::vector<uint8_t>> data(3, bth_packet(0x20, 4000, 0x5A));
+  ASSERT_EQ(tx_port->send_burst(testing::to_all(*rx_port, data)), data.size());
+
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  pollfd p{rx_port->fd(), POLLIN, 0};
+  while (poll(&p, 1, 5) == 0 && std::chrono::steady_clock::now() < deadline) {
+  }
+  // One receive message at a time, as the device reads a socket in ring mode: its datagrams.
+  std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(9000));
+  std::vector<RxDatagram> rx(8);
+  auto one_message = [&] {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i].buf = bufs[i];
+    return rx_port->recv_burst(rx, 1);
+  };
+  EXPECT_FALSE(rx_port->next_is_ring_message());
+  ASSERT_EQ(one_message(), 1u);  // the MAD
+  EXPECT_TRUE(rx_port->next_is_ring_message());
+  EXPECT_TRUE(rx_port->next_is_ring_message());  // still there
+  ASSERT_EQ(one_message(), 3u);
+  EXPECT_TRUE(std::equal(data[0].begin(), data[0].end() - 4, rx[0].buf.begin()));
+  EXPECT_EQ(rx_port->counters().rx_ring_large_messages, 1u);
+  EXPECT_FALSE(rx_port->next_is_ring_message());
+}
+
 TEST_F(RxRingTest, ASharedPortsRingTakesOnlyItsSlot) {
   constexpr uint32_t kSlot = 5;
   open("127.0.0.1", static_cast<int>(kSlot));
