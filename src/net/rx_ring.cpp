@@ -373,9 +373,9 @@ void RxRing::next_frame() {
 }
 
 void RxRing::release() {
-  for (; held_ != 0; --held_) {
-    __atomic_store_n(&header_of(frame(release_))->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-    release_ = (release_ + 1) % frames_;
+  for (uint32_t f = (cur_ + frames_ - held_) % frames_; held_ != 0; --held_) {
+    __atomic_store_n(&header_of(frame(f))->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+    f = (f + 1) % frames_;
   }
 }
 
@@ -497,6 +497,7 @@ size_t RxRing::read(std::span<RxDatagram> out) {
 }
 
 int RxRing::stop_taking() {
+  stopped_ = true;
   sock_filter refuse_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
   const sock_fprog fprog{1, refuse_all};
   return setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) == 0 ? 0 : errno;

@@ -115,8 +115,9 @@ class RxRing {
     return losing_seen_ || drops_.load(std::memory_order_relaxed) != 0;
   }
   // Takes no new datagram from now on (a filter that refuses all); what the ring holds
-  // stays to be read. 0 or the errno of SO_ATTACH_FILTER.
+  // stays to be read. 0 or the errno of SO_ATTACH_FILTER; stopped() either way.
   int stop_taking();
+  [[nodiscard]] bool stopped() const { return stopped_; }
   // Nothing left to read: no frame waiting, no GSO message handed out in part, no marker.
   [[nodiscard]] bool drained() const;
   // Reads the kernel's drop count (PACKET_STATISTICS: datagrams the filter took that found
@@ -150,9 +151,10 @@ class RxRing {
   int fd_ = -1;
   uint8_t* map_ = nullptr;
   uint32_t frames_ = 0;
-  uint32_t cur_ = 0;      // next frame to read
-  uint32_t release_ = 0;  // frames [release_, cur_) were read and go back at release()
-  uint32_t held_ = 0;     // how many: all of them when cur_ came round to release_
+  uint32_t cur_ = 0;  // next frame to read
+  // Frames read since release(), the ones before cur_, which go back to the kernel then (all
+  // of them when cur_ came round to the first).
+  uint32_t held_ = 0;
   // The frame being handed out: its UDP payload, segment size, metadata, and how far.
   std::span<uint8_t> cur_payload_;
   size_t cur_seg_ = 0;
@@ -160,6 +162,7 @@ class RxRing {
   size_t seg_off_ = 0;
   bool at_marker_ = false;
   bool losing_seen_ = false;  // a frame came with TP_STATUS_LOSING
+  bool stopped_ = false;      // stop_taking() was called
   RxRingCounters counters_;
   std::atomic<uint64_t> drops_{0};
   // Copies of two counters for other threads: one writer, so a plain store (no locked

@@ -70,7 +70,7 @@ device::IoCounters UdpPacketIo::io_counters() const {
     c.rx_discards += ring_->rx_discards();
     c.rx_ring_datagrams = ring_->datagrams_seen();
     c.rx_ring_marker_timeouts = ring_->marker_timeouts_seen();
-    c.rx_ring_given_back = ring_given_back_.load(std::memory_order_relaxed);
+    c.rx_ring_given_back = ring_in_use_.load(std::memory_order_relaxed) ? 0 : 1;
   }
   for (const auto& p : ports_) {
     c.rx_discards += p->rx_discards();
@@ -182,7 +182,6 @@ bool UdpPacketIo::pass_ring_marker(std::span<device::RxPacket> out, size_t& tota
 }
 
 void UdpPacketIo::give_back_ring() {
-  ring_giving_back_ = true;
   const int refused = ring_->stop_taking();
   ring_->refresh_drops();  // for the message below
   for (auto& p : ports_) {
@@ -202,13 +201,12 @@ void UdpPacketIo::give_back_ring() {
 
 void UdpPacketIo::finish_ring() {
   for (auto& p : ports_) p->forget_ring();
-  ring_given_back_.store(1, std::memory_order_relaxed);
   ring_in_use_.store(false, std::memory_order_relaxed);
 }
 
 size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
   ring_->release();  // the device is done with the last pass's datagrams
-  if (ring_giving_back_ && ring_->drained()) {
+  if (ring_->stopped() && ring_->drained()) {
     finish_ring();
     return rx_burst(out);
   }
@@ -229,7 +227,7 @@ size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {
   // many QPs (each keeps up to 128 packets in flight, each GSO message a frame or a marker)
   // that became a collapse, 75-88 % of the packets sent being resends. The sockets' buffers
   // hold every window (UdpPortConfig::rcvbuf_bytes), so the ring hands over to them.
-  if (!ring_giving_back_ && ring_->overflowed()) give_back_ring();
+  if (!ring_->stopped() && ring_->overflowed()) give_back_ring();
   // The sockets carry what the ring leaves (QP1's CM MADs, the group's probes, GSO messages
   // larger than a frame): read on every pass while they deliver, else on the quiet-look
   // schedule of a second socket (full_look_due), so that an empty poll costs no system call.

@@ -101,12 +101,11 @@ class UdpPacketIo final : public device::PacketIo {
   uint16_t udp_port_;
   std::shared_ptr<PathErrorLog> path_log_;
   std::unique_ptr<RxRing> ring_;
-  // The ring is read (rx_burst_ring) until it overflows; then it takes nothing more, is
-  // read to its end, and the sockets carry everything (give_back_ring). Read by wait()
-  // outside the I/O lock, hence atomic. The ring object stays, for its counters.
+  // The ring is read (rx_burst_ring) until it overflows; then it takes nothing more
+  // (RxRing::stopped), is read to its end, and the sockets carry everything (give_back_ring,
+  // finish_ring). Read by wait() and io_counters() outside the I/O lock, hence atomic. The
+  // ring object stays, for its counters.
   std::atomic<bool> ring_in_use_{false};
-  bool ring_giving_back_ = false;
-  std::atomic<uint64_t> ring_given_back_{0};
   bool rx_sockets_hot_ = false;  // ring mode: the sockets delivered at the last look
   // Ring mode: markers passed per port (each stands for one of the port's
   // rx_ring_large_messages), and since when the current one waits for its message.
