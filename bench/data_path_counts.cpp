@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
       {"write_65536_q8", WrOpcode::kRdmaWrite, 65536, 8, 4, 1000},
       {"write_1048576", WrOpcode::kRdmaWrite, 1 << 20, 1, 4, 100},
       {"write_64_q8", WrOpcode::kRdmaWrite, 64, 8, 32, 20000},
+      // One WRITE at a time: every post is the lone WR of an idle QP, sent at once (a
+      // latency test's post).
+      {"write_64_lone", WrOpcode::kRdmaWrite, 64, 1, 1, 5000},
       {"send_4096", WrOpcode::kSend, 4096, 1, 32, 5000},
       {"read_65536", WrOpcode::kRdmaRead, 65536, 1, 8, 1000},
   };

@@ -171,7 +171,9 @@ class Device {
   // With io_mu_ held: one rx / timer / tx / event round. app_pass: run by an application
   // thread's poll (it may hold back ACKs, hold_acks()).
   bool io_pass(bool app_pass);
-  bool flush_tx();                       // with io_mu_ held: tx only
+  // With io_mu_ held: tx only. more_to_send (if given): whether the engine still had packets
+  // to build after this call's burst, read in the same critical section.
+  bool flush_tx(bool* more_to_send = nullptr);
   size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
   // With io_mu_ held: sends what is built, with_held the held ACKs right behind it (in the
   // same burst; they wait if it has no room). Returns the packets sent.

@@ -174,7 +174,7 @@ bool Device::io_pass(bool app_pass) {
   return worked || n_rx > 0 || n_events > 0;
 }
 
-bool Device::flush_tx() {
+bool Device::flush_tx(bool* more_to_send) {
   // Held ACKs go right after what this call builds, and keep waiting if it built nothing
   // (a post_recv): the reply they wait for comes with the next post_send (hold_acks).
   bool worked = send_pending(false) > 0;
@@ -184,6 +184,7 @@ bool Device::flush_tx() {
     std::lock_guard lock(engine_mu_);
     built = fill_tx_locked(now());
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
+    if (more_to_send != nullptr) *more_to_send = engine_.has_tx();
   }
   if (built > 0) worked = true;
   if (send_pending(built > 0) > 0) worked = true;
@@ -358,14 +359,16 @@ void Device::kick() {
   if (config_.progress.app_calls_drive) {
     std::unique_lock io(io_mu_, std::try_to_lock);
     if (io.owns_lock()) {
-      flush_tx();
+      // Whether the engine has more is read in flush_tx's own critical section: a post took
+      // the engine's lock three times (post, build, this check), now twice. Sending what was
+      // built does not change the engine; a WR another thread posts meanwhile rings its own
+      // doorbell, which finds the I/O taken and hands it to the thread.
+      bool more = false;
+      flush_tx(&more);
       // Something left (the socket buffer was full, or more than one burst): the thread
       // takes it from here.
       // Held ACKs need no wake-up while the application drives: its next call sends them.
-      if (tx_count_ == 0 && (held_count_ == 0 || app_driving())) {
-        std::lock_guard lock(engine_mu_);
-        if (!engine_.has_tx()) return;
-      }
+      if (tx_count_ == 0 && (held_count_ == 0 || app_driving()) && !more) return;
     }
   }
   hand_to_thread();

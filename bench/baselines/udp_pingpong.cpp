@@ -1,0 +1,139 @@
+// udp_pingpong: the latency floor of a busy-polling UDP ping-pong through this kernel, with
+// each step timed. It forks an echo process; both spin on a non-blocking recvmmsg and answer
+// with one sendmmsg, as uroce's socket path does, and do nothing else. The parent times its
+// own calls (a sendmmsg includes the loopback delivery to the peer's socket) and prints one
+// JSON line: the one-way median and the mean of each call. docs/performance.md compares
+// uroce's steps with these ("Where a one-way 8-byte SEND goes on the socket path").
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "udp_baseline.hpp"
+
+namespace {
+
+int64_t mono_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+int bound_socket(const std::string& host, int port) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd < 0 || inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    std::perror("udp_pingpong: socket or bind");
+    std::exit(1);
+  }
+  return fd;
+}
+
+struct Endpoint {
+  int fd = -1;
+  sockaddr_in peer{};
+  std::vector<char> in = std::vector<char>(65536);
+  std::vector<char> out;
+  iovec in_iov{};
+  iovec out_iov{};
+  mmsghdr rx{};
+  mmsghdr tx{};
+
+  Endpoint(int fd_, const std::string& host, int peer_port, int size) : fd(fd_), out(size, 'x') {
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(static_cast<uint16_t>(peer_port));
+    inet_pton(AF_INET, host.c_str(), &peer.sin_addr);
+    in_iov = iovec{in.data(), in.size()};
+    out_iov = iovec{out.data(), out.size()};
+    rx.msg_hdr.msg_iov = &in_iov;
+    rx.msg_hdr.msg_iovlen = 1;
+    tx.msg_hdr.msg_name = &peer;
+    tx.msg_hdr.msg_namelen = sizeof peer;
+    tx.msg_hdr.msg_iov = &out_iov;
+    tx.msg_hdr.msg_iovlen = 1;
+  }
+  bool receive() { return recvmmsg(fd, &rx, 1, MSG_DONTWAIT, nullptr) == 1; }
+  void send() { (void)sendmmsg(fd, &tx, 1, MSG_DONTWAIT); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace uroce::bench;
+  Args a;
+  a.size = 48;  // an 8-byte RC SEND: BTH 12 + payload 8 (padded) + ICRC 4, plus room
+  if (!parse_args(argc, argv, a,
+                  "udp_pingpong [--host 127.0.0.1] [--port 19999 (and the next)] [--size 48] "
+                  "[--seconds 3]")) {
+    return 2;
+  }
+  if (a.help) return 0;
+  if (a.port == 65535) {
+    std::fprintf(stderr, "udp_pingpong: --port must leave room for the echo's port after it\n");
+    return 2;
+  }
+  const int echo_fd = bound_socket(a.host, a.port + 1);
+  const int fd = bound_socket(a.host, a.port);
+  const pid_t echo = fork();
+  if (echo == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never left spinning after the parent
+    if (getppid() == 1) _exit(1);
+    close(fd);
+    Endpoint e(echo_fd, a.host, a.port, a.size);
+    for (;;) {
+      if (e.receive()) e.send();
+    }
+  }
+  close(echo_fd);
+  Endpoint p(fd, a.host, a.port + 1, a.size);
+  std::vector<int64_t> rtts;
+  int64_t send_ns = 0;
+  int64_t recv_ns = 0;
+  int64_t empty_ns = 0;
+  long long empty = 0;
+  const int64_t end = mono_ns() + static_cast<int64_t>(a.seconds * 1e9);
+  int64_t now = mono_ns();
+  while (now < end) {
+    const int64_t start = now;
+    p.send();
+    const int64_t sent = mono_ns();
+    send_ns += sent - start;
+    for (;;) {
+      const int64_t before = mono_ns();
+      const bool got = p.receive();
+      now = mono_ns();
+      if (got) {
+        recv_ns += now - before;
+        break;
+      }
+      empty_ns += now - before;
+      ++empty;
+      if (now > end + 1'000'000'000) break;  // the echo died: stop, do not spin forever
+    }
+    rtts.push_back(now - start);
+  }
+  kill(echo, SIGKILL);
+  waitpid(echo, nullptr, 0);
+  if (rtts.empty()) return 1;
+  std::sort(rtts.begin(), rtts.end());
+  const double n = static_cast<double>(rtts.size());
+  std::printf(
+      "{\"round_trips\":%zu,\"one_way_median_us\":%.2f,\"one_way_p99_us\":%.2f,"
+      "\"sendmmsg_ns\":%.0f,\"recvmmsg_data_ns\":%.0f,\"recvmmsg_empty_ns\":%.0f,"
+      "\"empty_per_round_trip\":%.2f}\n",
+      rtts.size(), static_cast<double>(rtts[rtts.size() / 2]) / 2000.0,
+      static_cast<double>(rtts[rtts.size() * 99 / 100]) / 2000.0, static_cast<double>(send_ns) / n,
+      static_cast<double>(recv_ns) / n,
+      empty != 0 ? static_cast<double>(empty_ns) / static_cast<double>(empty) : 0.0,
+      static_cast<double>(empty) / n);
+  return 0;
+}
