@@ -500,10 +500,25 @@ int RxRing::stop_taking() {
   stopped_ = true;
   sock_filter refuse_all[] = {{BPF_RET | BPF_K, 0, 0, 0}};
   const sock_fprog fprog{1, refuse_all};
-  return setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) == 0 ? 0 : errno;
+  if (setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) != 0) return errno;
+  refusing_ = true;
+  return 0;
+}
+
+int RxRing::free_frames() {
+  if (map_ == nullptr) return 0;
+  // Without the refusing filter, a socket with no ring would queue what its filter takes
+  // to its receive buffer, which nobody reads.
+  if (!refusing_ || !drained()) return EBUSY;
+  if (munmap(map_, size_t{kFrameBytes} * frames_) != 0) return errno;
+  map_ = nullptr;
+  // A request for no frames frees the ring, which the kernel allows once nothing maps it.
+  tpacket_req none{};
+  return setsockopt(fd_, SOL_PACKET, PACKET_RX_RING, &none, sizeof none) == 0 ? 0 : errno;
 }
 
 bool RxRing::drained() const {
+  if (map_ == nullptr) return true;  // freed: holds nothing
   return seg_off_ == 0 && !at_marker_ && (frame_status(frame(cur_)) & TP_STATUS_USER) == 0;
 }
 

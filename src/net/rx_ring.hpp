@@ -118,6 +118,12 @@ class RxRing {
   // stays to be read. 0 or the errno of SO_ATTACH_FILTER; stopped() either way.
   int stop_taking();
   [[nodiscard]] bool stopped() const { return stopped_; }
+  // Once stopped by a filter that took and drained(): unmaps the frames and has the kernel
+  // free them (16 MiB that a device reading its sockets from then on would keep for nothing).
+  // The socket and the counters stay; nothing may read the ring after this. 0, or an errno
+  // (EBUSY: not stopped by a filter, or not drained); the ring is left as it was then.
+  int free_frames();
+  [[nodiscard]] bool frames_freed() const { return map_ == nullptr; }
   // Nothing left to read: no frame waiting, no GSO message handed out in part, no marker.
   [[nodiscard]] bool drained() const;
   // Reads the kernel's drop count (PACKET_STATISTICS: datagrams the filter took that found
@@ -163,6 +169,7 @@ class RxRing {
   bool at_marker_ = false;
   bool losing_seen_ = false;  // a frame came with TP_STATUS_LOSING
   bool stopped_ = false;      // stop_taking() was called
+  bool refusing_ = false;     // and its filter took: the kernel puts nothing anywhere now
   RxRingCounters counters_;
   std::atomic<uint64_t> drops_{0};
   // Copies of two counters for other threads: one writer, so a plain store (no locked

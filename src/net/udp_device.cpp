@@ -202,6 +202,9 @@ void UdpPacketIo::give_back_ring() {
 void UdpPacketIo::finish_ring() {
   for (auto& p : ports_) p->forget_ring();
   ring_in_use_.store(false, std::memory_order_relaxed);
+  // The ring object stays for its counters (other threads read them); its frames go. A
+  // failure keeps them mapped, which costs memory only.
+  (void)ring_->free_frames();
 }
 
 size_t UdpPacketIo::rx_burst_ring(std::span<device::RxPacket> out) {

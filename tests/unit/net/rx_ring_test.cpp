@@ -5,12 +5,18 @@
 #include "net/rx_ring.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "net/reuseport_program.hpp"
@@ -411,6 +417,17 @@ class RxRingOverflow : public RxRingPacketIo {
       send(1, payload, [k](size_t, std::vector<uint8_t>& d) { std::memcpy(d.data() + 12, &k, 4); });
     }
   }
+  // Whether this process maps the ring's socket (/proc/self/maps names it socket:[inode]).
+  bool ring_is_mapped() const {
+    struct stat st {};
+    if (fstat(io->ring()->fd(), &st) != 0) return false;
+    std::ifstream maps("/proc/self/maps");
+    const std::string name = "socket:[" + std::to_string(st.st_ino) + "]";
+    for (std::string line; std::getline(maps, line);) {
+      if (line.find(name) != std::string::npos) return true;
+    }
+    return false;
+  }
   // Receives until `want` datagrams came or 2 s passed; their numbers, in order.
   std::vector<uint32_t> receive(size_t want) {
     std::vector<uint32_t> got;
@@ -437,6 +454,7 @@ class RxRingOverflow : public RxRingPacketIo {
 // hands the data to the socket: what the ring holds comes first, then everything comes
 // through the socket, in order, however many datagrams wait at once.
 TEST_F(RxRingOverflow, AnOverflowedRingHandsTheDataToTheSocketWithoutLosingMore) {
+  EXPECT_TRUE(ring_is_mapped());
   send_numbered(0, 20);  // 8 frames: datagrams 8..19 find none and are lost
   EXPECT_EQ(receive(8), (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(io->io_counters().rx_ring_given_back, 0u);
@@ -466,6 +484,15 @@ TEST_F(RxRingOverflow, AnOverflowedRingHandsTheDataToTheSocketWithoutLosingMore)
   EXPECT_EQ(c.rx_discards, 12u);       // the ring's; the socket filter's are not counted
   EXPECT_EQ(io->ring()->counters().markers, 0u);
   EXPECT_FALSE(io->ports()[0]->ring_takes_data());
+
+  // Its frames are gone: unmapped, and freed in the kernel, which sets up a new ring on the
+  // same socket only when it has none.
+  EXPECT_TRUE(io->ring()->frames_freed());
+  EXPECT_FALSE(ring_is_mapped());
+  tpacket_req one_frame{RxRing::kFrameBytes, 1, RxRing::kFrameBytes, 1};
+  EXPECT_EQ(setsockopt(io->ring()->fd(), SOL_PACKET, PACKET_RX_RING, &one_frame, sizeof one_frame),
+            0)
+      << std::strerror(errno);
 }
 
 }  // namespace
