@@ -120,8 +120,9 @@ class RxRing {
   [[nodiscard]] bool stopped() const { return stopped_; }
   // Once stopped by a filter that took and drained(): unmaps the frames and has the kernel
   // free them (16 MiB that a device reading its sockets from then on would keep for nothing).
-  // The socket and the counters stay; nothing may read the ring after this. 0, or an errno
-  // (EBUSY: not stopped by a filter, or not drained); the ring is left as it was then.
+  // The socket and the counters stay; nothing may read the ring after this. 0, or an errno:
+  // EBUSY (not stopped by a filter, or not drained) leaves the ring as it was; a failure to
+  // free it in the kernel leaves it unmapped there (memory, no other cost).
   int free_frames();
   [[nodiscard]] bool frames_freed() const { return map_ == nullptr; }
   // Nothing left to read: no frame waiting, no GSO message handed out in part, no marker.
