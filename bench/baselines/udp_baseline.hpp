@@ -1,6 +1,7 @@
 // Shared bits of the raw-UDP baseline programs: argument parsing and the result line.
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 
@@ -59,6 +60,17 @@ inline bool parse_args(int argc, char** argv, Args& a, const char* usage) {
     return false;
   }
   return true;
+}
+
+// host:port as an IPv4 socket address; false (after printing why) if host is not one.
+inline bool ipv4_address(const char* program, const std::string& host, int port, sockaddr_in& out) {
+  out = sockaddr_in{};
+  out.sin_family = AF_INET;
+  out.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &out.sin_addr) == 1) return true;
+  std::fprintf(stderr, "%s: --host %s is not an IPv4 address (e.g. 127.0.0.1)\n", program,
+               host.c_str());
+  return false;
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t) {

@@ -29,9 +29,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "udp_gro_receiver: UDP_GRO unavailable, one datagram per call\n");
   }
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(a.port));
-  inet_pton(AF_INET, a.host.c_str(), &addr.sin_addr);
+  if (!ipv4_address("udp_gro_receiver", a.host, a.port, addr)) return 2;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     std::fprintf(stderr, "udp_gro_receiver: bind %s:%d: %s\n", a.host.c_str(), a.port,
                  std::strerror(errno));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <vector>
 
 #include "udp_baseline.hpp"
@@ -25,14 +26,11 @@ int64_t mono_ns() {
   return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
 }
 
-int bound_socket(const std::string& host, int port) {
+int bound_socket(const sockaddr_in& at) {
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (fd < 0 || inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    std::perror("udp_pingpong: socket or bind");
+  if (fd < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof at) != 0) {
+    std::fprintf(stderr, "udp_pingpong: bind to port %d: %s\n", ntohs(at.sin_port),
+                 std::strerror(errno));
     std::exit(1);
   }
   return fd;
@@ -48,10 +46,7 @@ struct Endpoint {
   mmsghdr rx{};
   mmsghdr tx{};
 
-  Endpoint(int fd_, const std::string& host, int peer_port, int size) : fd(fd_), out(size, 'x') {
-    peer.sin_family = AF_INET;
-    peer.sin_port = htons(static_cast<uint16_t>(peer_port));
-    inet_pton(AF_INET, host.c_str(), &peer.sin_addr);
+  Endpoint(int fd_, const sockaddr_in& to, int size) : fd(fd_), peer(to), out(size, 'x') {
     in_iov = iovec{in.data(), in.size()};
     out_iov = iovec{out.data(), out.size()};
     rx.msg_hdr.msg_iov = &in_iov;
@@ -81,20 +76,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "udp_pingpong: --port must leave room for the echo's port after it\n");
     return 2;
   }
-  const int echo_fd = bound_socket(a.host, a.port + 1);
-  const int fd = bound_socket(a.host, a.port);
+  sockaddr_in here{};
+  sockaddr_in echo_at{};
+  if (!ipv4_address("udp_pingpong", a.host, a.port, here) ||
+      !ipv4_address("udp_pingpong", a.host, a.port + 1, echo_at)) {
+    return 2;
+  }
+  const int echo_fd = bound_socket(echo_at);
+  const int fd = bound_socket(here);
   const pid_t echo = fork();
   if (echo == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never left spinning after the parent
     if (getppid() == 1) _exit(1);
     close(fd);
-    Endpoint e(echo_fd, a.host, a.port, a.size);
+    Endpoint e(echo_fd, here, a.size);
     for (;;) {
       if (e.receive()) e.send();
     }
   }
   close(echo_fd);
-  Endpoint p(fd, a.host, a.port + 1, a.size);
+  Endpoint p(fd, echo_at, a.size);
   std::vector<int64_t> rtts;
   int64_t send_ns = 0;
   int64_t recv_ns = 0;
