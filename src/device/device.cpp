@@ -371,13 +371,12 @@ Status Device::destroy_qp(uint32_t qpn) {
 // Data path.
 
 Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
-  const TimePoint t = post_time();  // for the post and its doorbell
+  // Without engine_mu_: the WQE goes into the QP's send queue under that queue's own lock
+  // (transport/send_queue.hpp), so a post never waits for a pass the progress thread is in;
+  // the pass (or this call's doorbell) takes it.
   bool idle = false;
-  Status st = [&] {
-    std::lock_guard lock(engine_mu_);
-    idle = ring && engine_.send_queue_empty(qpn);
-    return engine_.post_send(t, qpn, wr);
-  }();
+  const Status st = engine_.submit_send(qpn, wr, ring ? &idle : nullptr);
+  const TimePoint t = post_time();
   // A failed WR ends its list: what the list posted before it must still go out.
   if (ring || !st) ring_doorbell_at(t, idle && st);
   return st;

@@ -13,9 +13,10 @@
 // PacketIo::wait until the engine's next deadline or a wake().
 //
 // Lost wake-ups: the thread publishes sleeping_ = true, then re-checks the engine for work
-// under engine_mu_; a poster publishes its work under engine_mu_, then reads sleeping_ and
-// wakes. With sequentially consistent atomics one of the two always sees the other. kicked_
-// covers work has_tx() cannot show (events raised by an application call).
+// under engine_mu_; a poster publishes its work (a send WQE by the engine's doorbell list,
+// Engine::submit_send, which has_tx() reads), then reads sleeping_ and wakes. With
+// sequentially consistent atomics one of the two always sees the other. kicked_ covers work
+// has_tx() cannot show (events raised by an application call).
 //
 // Busy-polling handoff (ProgressOptions::app_handoff): when an application thread keeps
 // calling poll_cq on an empty CQ, its passes move the packets and the progress thread parks

@@ -188,6 +188,7 @@ bool EngineImpl::take_recv_wqe(Qp& qp, RecvWqe& out) {
 void EngineImpl::enter_error(Qp& qp) {
   if (qp.state == QpState::kErr) return;
   qp.state = QpState::kErr;
+  qp.sq.set_accepting(true);  // an RTR QP that fails takes posts from now on, to flush them
   qp.sq_draining = false;
   disarm_all_timers(qp);
   qp.ce_in_gap = false;
@@ -376,9 +377,8 @@ const Counters* Engine::qp_counters(uint32_t qpn) const {
 std::optional<Psn> Engine::qp_acked_psn(uint32_t qpn) const {
   return impl_->qp_acked_psn(qpn);
 }
-bool Engine::send_queue_empty(uint32_t qpn) const {
-  const Qp* qp = impl_->qp_by_qpn(qpn);
-  return qp != nullptr && qp->sq.empty();
+Status Engine::submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle) {
+  return impl_->submit_send(qpn, wr, was_idle);
 }
 Status Engine::set_congestion_control(uint32_t qpn, CongestionControl* cc) {
   return impl_->set_congestion_control(qpn, cc);

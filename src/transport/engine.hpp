@@ -11,11 +11,12 @@
 //   output  while (has_tx()) poll_tx(now, slots) and send what it wrote
 //   results poll_cq, poll_events
 //
-// Single-threaded: the device layer serialises every call, except poll_cq, which may run on
-// any thread at any moment (see transport/cq.hpp) as long as the CQ is not destroyed under
-// it, as ibverbs requires of its callers too. Nothing on the data path
-// allocates: queues are sized at creation, packets are built straight into the driver's
-// TxSlot buffers and payload is copied straight from/into registered memory (or, with
+// Single-threaded: the device layer serialises every call, except two that may run on any
+// thread at any moment, as long as their object is not destroyed under them (as ibverbs
+// requires of its callers too): poll_cq (transport/cq.hpp) and submit_send
+// (transport/send_queue.hpp), the two ends an application shares with a NIC. Nothing on the data
+// path allocates: queues are sized at creation, packets are built straight into the driver's TxSlot
+// buffers and payload is copied straight from/into registered memory (or, with
 // set_payload_by_reference, left in the source MR for the driver's iovecs).
 //
 // Memory ownership: registered memory belongs to the application and must stay valid until
@@ -173,7 +174,16 @@ class Engine {
   // ---- Data path.
   // One WR. EINVAL: QP below RTS (ERR accepted: completes with WR_FLUSH_ERR), opcode not
   // valid for the QP type, too many SGEs, inline data too long. ENOMEM: send queue full.
+  // The engine takes the WQE before the call returns (a WR posted in ERR has its flush
+  // completion queued, a ready QP is scheduled): the single-threaded driver's call.
   Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
+  // post_send from any thread, without serialising with the other calls: the WQE goes into
+  // the QP's send queue under that queue's own lock, and the engine takes it at its next
+  // poll_tx, or modify_qp / destroy_qp of any QP; has_tx() is true until then. The same
+  // synchronous errors as post_send. was_idle (optional): every WR posted to the QP before
+  // this one had completed. The QP must not be destroyed during the call (ibverbs asks the
+  // same of its callers).
+  Status submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle = nullptr);
   // EINVAL in RESET or on a QP attached to an SRQ; in ERR the WR completes with flush.
   Status post_recv(uint32_t qpn, const RecvWr& wr);
   Status post_srq_recv(SrqId srq, const RecvWr& wr);
@@ -210,8 +220,6 @@ class Engine {
   // with every ACK or NAK that proves packets arrived, so it tells slow progress (a lossy
   // path, sparse completions) from none.
   [[nodiscard]] std::optional<Psn> qp_acked_psn(uint32_t qpn) const;
-  // Every WR posted to the QP's send queue has completed (false: no such QP).
-  [[nodiscard]] bool send_queue_empty(uint32_t qpn) const;
 
   // Replaces the QP's controller with an external one (non-owning); nullptr goes back to the
   // engine's own (EngineConfig::cc / QpInitAttr::cc). The controller must outlive the QP or

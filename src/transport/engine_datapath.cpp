@@ -73,12 +73,18 @@ bool all_zero(const std::array<uint8_t, 16>& a) {
 }  // namespace
 
 Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
-  now_ = now;
+  const Status st = submit_send(qpn, wr, nullptr);
+  // The single-threaded API takes the WQE at once: a WR posted in ERR has its flush
+  // completion queued when the call returns.
+  take_posts(now);
+  return st;
+}
+
+Status EngineImpl::submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle) {
+  // What this reads of the QP besides its send queue (type, caps, sq_sig_all) is set at
+  // creation and never changes; the QP's state reaches producers as SendQueue::accepting.
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "post_send: no such QP");
-  if (qp->state == QpState::kReset || qp->state == QpState::kInit || qp->state == QpState::kRtr) {
-    return Status(EINVAL, "post_send: QP is not in RTS (or SQD/SQE/ERR)");
-  }
   if (!opcode_allowed(qp->type, wr.opcode)) {
     return Status(EINVAL, "post_send: opcode not supported on this QP type");
   }
@@ -111,9 +117,12 @@ Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
       }
     }
   }
-  if (qp->sq.full()) return Status(ENOMEM, "post_send: send queue full");
+  auto lock = qp->sq.lock_posts();
+  if (!qp->sq.accepting()) return Status(EINVAL, "post_send: QP is not in RTS (or SQD/SQE/ERR)");
+  if (qp->sq.post_full()) return Status(ENOMEM, "post_send: send queue full");
+  if (was_idle != nullptr) *was_idle = qp->sq.post_empty();
 
-  const uint64_t seq = qp->sq.push();
+  const uint64_t seq = qp->sq.post_seq();
   SendWqe& w = qp->sq.at(seq);
   w = SendWqe{};
   w.wr_id = wr.wr_id;
@@ -165,14 +174,52 @@ Status EngineImpl::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), dst.begin());
     w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
   }
-  if (qp->state == QpState::kErr) {
-    // IBA 10.3.1: WRs posted in the error state complete with a flush error.
-    complete_send_head(*qp, WcStatus::kWrFlushErr);
-    return Status::ok();
+  qp->sq.publish();
+  lock.unlock();
+  // Ring the engine's doorbell: link the QP into its list unless it is there already. The
+  // flag is read after the publish (both sequentially consistent), and take_posts clears it
+  // before it reads what was published, so one of the two sees the other: a WQE is never
+  // left untaken. Read first, as a QP posted to again before the engine took it (a list of
+  // WRs, a deep queue) is linked in already, and the exchange is a locked instruction.
+  if (!qp->posts_queued.load(std::memory_order_seq_cst) &&
+      !qp->posts_queued.exchange(true, std::memory_order_seq_cst)) {
+    Qp* head = posted_qps_.load(std::memory_order_relaxed);
+    do {
+      qp->posts_next = head;
+    } while (!posted_qps_.compare_exchange_weak(head, qp, std::memory_order_seq_cst,
+                                                std::memory_order_relaxed));
   }
-  // A paced QP is not ready before its next send time: has_tx() stays false until then.
-  schedule_tx(*qp, now);
   return Status::ok();
+}
+
+void EngineImpl::take_posts(TimePoint now) {
+  // Read first: most calls find no new WQE, and an exchange is a locked instruction. A QP
+  // linked in just after this read is taken by the next call; has_tx() shows it meanwhile.
+  if (posted_qps_.load(std::memory_order_acquire) == nullptr) return;
+  Qp* list = posted_qps_.exchange(nullptr, std::memory_order_seq_cst);
+  if (list == nullptr) return;
+  now_ = now;
+  // Newest first: turn it round, so QPs are scheduled in the order they were first posted to.
+  Qp* fifo = nullptr;
+  while (list != nullptr) {
+    Qp* next = list->posts_next;
+    list->posts_next = fifo;
+    fifo = list;
+    list = next;
+  }
+  while (fifo != nullptr) {
+    Qp& qp = *fifo;
+    fifo = qp.posts_next;  // read before the flag clears: a producer may relink the QP then
+    qp.posts_queued.store(false, std::memory_order_seq_cst);
+    for (uint64_t n = qp.sq.published(); n > 0; --n) {
+      qp.sq.take();
+      // IBA 10.3.1: WRs posted in the error state complete with a flush error. Those taken
+      // before the QP entered ERR were flushed then, so this one is at the head.
+      if (qp.state == QpState::kErr) complete_send_head(qp, WcStatus::kWrFlushErr);
+    }
+    // A paced QP is not ready before its next send time: has_tx() stays false until then.
+    if (qp.state != QpState::kErr) schedule_tx(qp, now);
+  }
 }
 
 Status EngineImpl::post_recv(uint32_t qpn, const RecvWr& wr) {
@@ -391,6 +438,7 @@ FillResult EngineImpl::fill_one(TimePoint now, Qp& qp, TxSlot& slot) {
 }
 
 size_t EngineImpl::poll_tx(TimePoint now, std::span<TxSlot> slots) {
+  take_posts(now);
   now_ = now;
   size_t n = 0;
   while (n < slots.size() && tx_count_ > 0) {

@@ -3,6 +3,7 @@
 // error state, arming timers). Private to src/transport; users include engine.hpp.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -90,6 +91,11 @@ class EngineImpl {
   Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
   Status destroy_qp(uint32_t qpn);
   Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
+  // Any thread (Engine::submit_send). was_idle: every WR posted before had completed.
+  Status submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle);
+  // Engine side: takes every WQE submitted since (schedules its QP, or flushes it in ERR).
+  // Every call that reads or changes send queues as the application sees them runs it first.
+  void take_posts(TimePoint now);
   void set_time(TimePoint now) { now_ = now; }
   Status post_recv(uint32_t qpn, const RecvWr& wr);
   Status post_srq_recv(SrqId id, const RecvWr& wr);
@@ -105,7 +111,9 @@ class EngineImpl {
   // QPs paid three times the system calls of one QP for the same bytes.
   static constexpr size_t kTxTurnPackets = 64;
   size_t poll_tx(TimePoint now, std::span<TxSlot> slots);
-  [[nodiscard]] bool has_tx() const { return tx_count_ != 0; }
+  [[nodiscard]] bool has_tx() const {
+    return tx_count_ != 0 || posted_qps_.load(std::memory_order_seq_cst) != nullptr;
+  }
   size_t poll_events(std::span<AsyncEvent> out);
   [[nodiscard]] bool has_events() const { return ev_count_ != 0; }
   [[nodiscard]] const Counters& counters() const { return counters_; }
@@ -146,6 +154,10 @@ class EngineImpl {
   TimerHeap timers_;
   PeerClocks peers_;
   bool payload_by_reference_ = false;
+
+  // QPs with submitted WQEs not yet taken, newest first (Qp::posts_next): producers push
+  // with a compare-exchange, take_posts takes the whole list with one exchange.
+  std::atomic<Qp*> posted_qps_{nullptr};
 
   std::vector<uint32_t> tx_ring_;  // QP table indices with something to send, FIFO
   uint32_t tx_head_ = 0;

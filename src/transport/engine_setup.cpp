@@ -232,7 +232,7 @@ void EngineImpl::reset_qp(Qp& qp) {
   disarm_all_timers(qp);
   install_controller(qp);                 // a reset QP starts again at the line rate
   qp.attr.recovery = Recovery::kGoBackN;  // a new connection agrees again
-  qp.sq.clear();
+  qp.sq.reset();
   qp.rq.clear();
   // Its completions still queued go too (Cq::remove_qp says why); a shared CQ keeps the rest.
   for (CqId id : {qp.send_cq, qp.recv_cq}) {
@@ -288,6 +288,9 @@ void EngineImpl::apply_attrs(Qp& qp, const QpAttr& a, uint32_t mask) {
 Status EngineImpl::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "modify_qp: no such QP");
+  // WRs submitted before the call are in the queue the transition acts on (flushed by ERR,
+  // dropped by RESET), as on a NIC that fetched them before the modify.
+  take_posts(now_);
   QpState next = qp->state;
   const Status st =
       check_modify_qp(qp->type, qp->state, qp->sq_draining, attr, mask, config_.limits, &next);
@@ -311,6 +314,7 @@ Status EngineImpl::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask) {
       qp->state = next;
       break;
   }
+  qp->sq.set_accepting(accepts_posts(qp->state));
   schedule_tx(*qp);
   return Status::ok();
 }
@@ -337,6 +341,7 @@ Status EngineImpl::query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const 
 Status EngineImpl::destroy_qp(uint32_t qpn) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "destroy_qp: no such QP");
+  take_posts(now_);  // unlinks the QP from the list of QPs with submitted WRs
   disarm_all_timers(*qp);
   if (qp->in_tx_list) {
     // Drop its entry from the TX ring, keeping the others in order (setup path).

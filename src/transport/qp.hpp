@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -360,6 +361,11 @@ struct Qp {
   bool cnp_due = false;
   bool ce_in_gap = false;
   bool in_tx_list = false;
+  // The engine's list of QPs with WQEs posted and not yet taken (EngineImpl::take_posts):
+  // a producer that sets posts_queued from false links the QP in; the engine clears it
+  // before it takes the QP's WQEs.
+  std::atomic<bool> posts_queued{false};
+  Qp* posts_next = nullptr;
   uint16_t peer = PeerClocks::kNone;  // the engine's PeerClocks entry for the AV's address (RC)
 
   [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }

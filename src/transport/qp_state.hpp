@@ -16,6 +16,12 @@ namespace uroce::transport {
 Status check_modify_qp(QpType type, QpState real_state, bool sq_draining, const QpAttr& attr,
                        uint32_t mask, const DeviceLimits& limits, QpState* new_state);
 
+// Whether ibv_post_send accepts WRs in `state`: from RTS on (RTS, SQD, SQE, ERR; in ERR they
+// complete with a flush error). rxe refuses them below RTS with EINVAL.
+[[nodiscard]] constexpr bool accepts_posts(QpState state) {
+  return state != QpState::kReset && state != QpState::kInit && state != QpState::kRtr;
+}
+
 // Required and optional masks of one transition (without kQpState); for tests and docs.
 struct TransitionMasks {
   bool valid = false;

@@ -10,9 +10,19 @@ void SendQueue::init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline) {
   max_sge_ = std::max(max_sge, 1u);
   max_inline_ = max_inline;
   head_ = tail_ = 0;
+  published_tail_.store(0, std::memory_order_relaxed);
+  retired_.store(0, std::memory_order_relaxed);
   wqes_.assign(capacity_, SendWqe{});
   sges_.assign(size_t{capacity_} * max_sge_, Sge{});
   inline_.assign(size_t{capacity_} * max_inline_, 0);
+}
+
+void SendQueue::reset() {
+  std::lock_guard lock(post_mu_);
+  accepting_ = false;
+  head_ = tail_ = 0;
+  published_tail_.store(0, std::memory_order_relaxed);
+  retired_.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace uroce::transport

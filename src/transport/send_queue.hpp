@@ -3,9 +3,24 @@
 // posting never allocates. WQEs are named by a 64-bit sequence number that only grows:
 // [head, tail) are posted and not yet completed; the requester and completer keep their
 // own positions inside that range.
+//
+// Two sides, so that a post never waits for the engine's lock (which the progress thread
+// holds for a whole pass over the sockets), as a NIC's send queue is written by the
+// application and read by the NIC:
+//   - producers are the application's threads (Engine::submit_send). They take the queue's
+//     own post lock (ibverbs lets several threads post to one QP; mlx5's provider takes a
+//     per-QP lock the same way), write the WQE at published_tail, and publish it by a store
+//     of published_tail. A full queue is judged against retired, the engine's head as it
+//     last published it, so a slot is never rewritten while the engine may read it;
+//   - the consumer is the engine. It sees only [head, tail): take_published() moves its tail
+//     up to what producers published, inside an engine call, and pop() publishes retired.
+// The engine takes the post lock only to change whether posts are accepted (the QP's state)
+// and to empty the queue (RESET), never on the data path.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -54,7 +69,7 @@ class SendQueue {
  public:
   void init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline);
 
-  [[nodiscard]] bool full() const { return tail_ - head_ == capacity_; }
+  // ---- Consumer side (the engine). [head, tail) is what the engine has taken.
   [[nodiscard]] bool empty() const { return tail_ == head_; }
   [[nodiscard]] uint64_t head() const { return head_; }
   [[nodiscard]] uint64_t tail() const { return tail_; }
@@ -64,6 +79,7 @@ class SendQueue {
   [[nodiscard]] const SendWqe& at(uint64_t seq) const { return wqes_[seq % capacity_]; }
 
   // Storage of the WQE at `seq`: its SGE array (max_sge) and its inline buffer (max_inline).
+  // The producer fills them for the WQE it is posting; the engine reads them afterwards.
   std::span<Sge> sge_storage(uint64_t seq) {
     return {sges_.data() + (seq % capacity_) * max_sge_, max_sge_};
   }
@@ -77,17 +93,57 @@ class SendQueue {
     return {inline_.data() + (seq % capacity_) * max_inline_, at(seq).length};
   }
 
-  // Appends a WQE slot (the caller fills it); returns its sequence number.
-  uint64_t push() { return tail_++; }
-  void pop() { ++head_; }
-  void clear() { head_ = tail_ = 0; }
+  // WQEs published and not yet taken. Sequentially consistent: the engine clears the QP's
+  // doorbell flag before this read, and a producer publishes before it sets the flag, so one
+  // of the two always sees the other (engine_impl.hpp, take_posts).
+  [[nodiscard]] uint64_t published() const {
+    return published_tail_.load(std::memory_order_seq_cst) - tail_;
+  }
+  // Takes the next published WQE into [head, tail); returns its sequence number.
+  uint64_t take() { return tail_++; }
+  void pop() {
+    ++head_;
+    retired_.store(head_, std::memory_order_release);
+  }
+  // Whether producers may post: false below RTS (RESET, INIT, RTR). Takes the post lock, so
+  // a post that found the queue accepting has published before the change.
+  void set_accepting(bool on) {
+    std::lock_guard lock(post_mu_);
+    accepting_ = on;
+  }
+  // RESET: refuses posts and drops every WQE, taken or only published.
+  void reset();
+
+  // ---- Producer side (any thread), with the lock of lock_posts() held.
+  [[nodiscard]] std::unique_lock<std::mutex> lock_posts() { return std::unique_lock(post_mu_); }
+  [[nodiscard]] bool accepting() const { return accepting_; }
+  // The sequence number the next post fills.
+  [[nodiscard]] uint64_t post_seq() const {
+    return published_tail_.load(std::memory_order_relaxed);
+  }
+  // Every WQE posted has completed (the post lock held: no post is half written).
+  [[nodiscard]] bool post_empty() const {
+    return post_seq() == retired_.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] bool post_full() const {
+    return post_seq() - retired_.load(std::memory_order_acquire) == capacity_;
+  }
+  // The WQE at post_seq() is written: the engine may take it.
+  void publish() { published_tail_.store(post_seq() + 1, std::memory_order_seq_cst); }
 
  private:
   uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
   uint32_t max_inline_ = 0;
+  // Engine side.
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
+  // Shared: written by producers (published_tail_) and by the engine (retired_), read by both.
+  std::atomic<uint64_t> published_tail_{0};
+  std::atomic<uint64_t> retired_{0};
+  // Producer side.
+  std::mutex post_mu_;
+  bool accepting_ = false;  // guarded by post_mu_
   std::vector<SendWqe> wqes_;
   std::vector<Sge> sges_;
   std::vector<uint8_t> inline_;

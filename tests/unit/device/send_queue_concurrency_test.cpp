@@ -1,0 +1,312 @@
+// The send queue's two sides on real threads (transport/send_queue.hpp): application threads
+// post with Engine::submit_send, without the device's engine lock, while another thread runs
+// the engine (poll_tx, modify_qp). Every WR a post accepted must leave exactly once, each
+// poster's WRs in the order it posted them, a full queue must say ENOMEM and nothing more,
+// and a move to ERR or RESET must treat a WR posted but not yet taken as the queue's own.
+// Part of device_unit_test so that the ThreadSanitizer build (scripts/test) runs it too.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "transport/engine.hpp"
+#include "wire/opcode.hpp"
+
+namespace uroce::test {
+namespace {
+
+using namespace transport;
+
+// A WR posted and never taken would keep a loop below waiting forever: it fails instead.
+constexpr auto kNoProgressLimit = std::chrono::seconds(60);
+
+constexpr uint32_t kInitMask = kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags;
+constexpr uint32_t kUcRtrMask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+
+// One engine with UC QPs in RTS towards a peer that never answers: UC needs no ACK, so every
+// WR becomes one packet and completes once it is built, which keeps the queue moving with
+// nothing but poll_tx.
+class SubmitFixture {
+ public:
+  explicit SubmitFixture(uint32_t cqe = 4096) : engine_(EngineConfig{}) {
+    pd_ = engine_.alloc_pd().value();
+    cq_ = engine_.create_cq(cqe).value();
+  }
+
+  uint32_t make_qp(uint32_t max_send_wr, QpState up_to = QpState::kRts) {
+    QpInitAttr init;
+    init.qp_type = QpType::kUc;
+    init.send_cq = cq_;
+    init.recv_cq = cq_;
+    init.cap = {max_send_wr, 1, 1, 1, 64};
+    const uint32_t qpn = engine_.create_qp(pd_, init).value().qpn;
+    bring_up(qpn, up_to);
+    return qpn;
+  }
+
+  // RESET -> INIT -> ... -> up_to.
+  void bring_up(uint32_t qpn, QpState up_to = QpState::kRts) {
+    QpAttr a;
+    a.port_num = 1;
+    a.path_mtu = Mtu::k1024;
+    a.dest_qp_num = 0x99;
+    a.ah_attr.is_global = true;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.dgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};
+    a.ah_attr.sgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1};
+    a.qp_state = QpState::kInit;
+    EXPECT_TRUE(engine_.modify_qp(qpn, a, kInitMask).is_ok());
+    if (up_to == QpState::kInit) return;
+    a.qp_state = QpState::kRtr;
+    EXPECT_TRUE(engine_.modify_qp(qpn, a, kUcRtrMask).is_ok());
+    if (up_to == QpState::kRtr) return;
+    a.qp_state = QpState::kRts;
+    EXPECT_TRUE(engine_.modify_qp(qpn, a, kQpState | kQpSqPsn).is_ok());
+  }
+
+  // An inline SEND of 8 bytes: the poster's number and its WR's number.
+  static SendWr numbered_send(std::array<uint32_t, 2>& payload, std::array<Sge, 1>& sge,
+                              uint32_t flags = kSendInline) {
+    sge[0] = {reinterpret_cast<uint64_t>(payload.data()), sizeof payload, 0};
+    SendWr wr;
+    wr.wr_id = (uint64_t{payload[0]} << 32) | payload[1];
+    wr.opcode = WrOpcode::kSend;
+    wr.send_flags = flags;
+    wr.sg_list = sge;
+    return wr;
+  }
+
+  // Builds what is ready, one virtual nanosecond after the last call; returns each packet's
+  // (poster, number) and checks it is a UC SEND.
+  std::vector<std::array<uint32_t, 2>> drain_tx() {
+    std::vector<std::array<uint32_t, 2>> out;
+    std::array<TxSlot, 32> slots{};
+    for (size_t i = 0; i < slots.size(); ++i) slots[i].buf = bufs_[i];
+    const size_t n = engine_.poll_tx(TimePoint(Nanos(++now_ns_)), slots);
+    for (size_t i = 0; i < n; ++i) {
+      const std::span<const uint8_t> p(slots[i].buf.data(), slots[i].len);
+      EXPECT_EQ(p[0], wire::make_opcode(wire::Transport::kUc, wire::Op::kSendOnly));
+      std::array<uint32_t, 2> v{};
+      std::memcpy(v.data(), p.data() + 12, sizeof v);  // the payload follows the 12-byte BTH
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  std::vector<Wc> poll_all() {
+    std::vector<Wc> got;
+    std::array<Wc, 64> batch{};
+    for (int n; (n = engine_.poll_cq(cq_, batch)) > 0;)
+      got.insert(got.end(), batch.begin(), batch.begin() + n);
+    return got;
+  }
+
+  // One poll_tx: every packet must be its poster's next WR (next[poster]); counts them in
+  // `seen`. False, the test failed, at one out of order or twice.
+  bool take_in_order(std::span<uint32_t> next, uint64_t& seen) {
+    for (const auto& [id, i] : drain_tx()) {
+      if (id >= next.size() || i != next[id]) {
+        ADD_FAILURE() << "poster " << id << "'s WR " << i << " left out of order or twice";
+        return false;
+      }
+      ++next[id];
+      ++seen;
+    }
+    return true;
+  }
+
+  // Posts WRs numbered 0 .. count-1 of `poster` to `qpn`, trying again (after a yield) while
+  // the queue is full; any other error fails the test. accepted (if given) counts the WRs
+  // posted so far. Returns how many times the queue was full.
+  uint64_t post_numbered(uint32_t qpn, uint32_t poster, uint32_t count, uint32_t flags,
+                         std::atomic<uint32_t>* accepted = nullptr) {
+    uint64_t full = 0;
+    for (uint32_t i = 0; i < count;) {
+      std::array<uint32_t, 2> payload{poster, i};
+      std::array<Sge, 1> sge{};
+      const Status st = engine_.submit_send(qpn, numbered_send(payload, sge, flags));
+      if (st.is_ok()) {
+        ++i;
+        if (accepted != nullptr) accepted->store(i, std::memory_order_release);
+      } else {
+        EXPECT_EQ(st.code(), ENOMEM) << st.message();
+        if (st.code() != ENOMEM) return full;
+        ++full;
+        std::this_thread::yield();
+      }
+    }
+    return full;
+  }
+
+  Engine engine_;
+  PdId pd_{};
+  CqId cq_{};
+  std::array<std::array<uint8_t, 4160>, 32> bufs_{};
+  int64_t now_ns_ = 0;
+};
+
+TEST(SubmitSend, ThreePostersOnOneQpEachWrLeavesOnceInTheOrderItsPosterPostedIt) {
+  SubmitFixture f;
+  const uint32_t qpn = f.make_qp(16);  // small: the posters meet a full queue often
+  constexpr uint32_t kPosters = 3;
+  constexpr uint32_t kPerPoster = 20000;
+  std::atomic<uint64_t> full{0};
+  std::vector<std::thread> posters;
+  for (uint32_t id = 0; id < kPosters; ++id) {
+    posters.emplace_back([&, id] {
+      full.fetch_add(f.post_numbered(qpn, id, kPerPoster, kSendInline), std::memory_order_relaxed);
+    });
+  }
+  std::array<uint32_t, kPosters> next{};
+  uint64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kNoProgressLimit;
+  while (seen < uint64_t{kPosters} * kPerPoster) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << seen << " WRs left, then none";
+    ASSERT_TRUE(f.take_in_order(next, seen));
+  }
+  for (auto& p : posters) p.join();
+  EXPECT_TRUE(f.drain_tx().empty()) << "a WR left twice";
+  EXPECT_FALSE(f.engine_.has_tx());
+  EXPECT_EQ((*f.engine_.qp_counters(qpn))[Counter::kSentPkts], seen);
+  EXPECT_TRUE(f.poll_all().empty()) << "unsignaled WRs that succeed complete silently";
+  // Not an assertion of speed: with 16 slots and three posters the queue must have filled.
+  EXPECT_GT(full.load(), 0u);
+}
+
+TEST(SubmitSend, PostersOnFourQpsAreAllTakenWhileTheEngineRunsBetweenTheirPosts) {
+  SubmitFixture f;
+  constexpr uint32_t kQps = 4;
+  constexpr uint32_t kPerQp = 10000;
+  std::array<uint32_t, kQps> qpns{};
+  for (auto& q : qpns) q = f.make_qp(64);
+  std::vector<std::thread> posters;
+  for (uint32_t id = 0; id < kQps; ++id) {
+    // Signaled: the completions tell the test which WRs the engine took.
+    posters.emplace_back(
+        [&, id] { (void)f.post_numbered(qpns[id], id, kPerQp, kSendInline | kSendSignaled); });
+  }
+  std::array<uint32_t, kQps> next{};
+  std::array<uint32_t, kQps> completed{};
+  uint64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kNoProgressLimit;
+  while (seen < uint64_t{kQps} * kPerQp) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << seen << " WRs left, then none";
+    ASSERT_TRUE(f.take_in_order(next, seen));
+    for (const Wc& wc : f.poll_all()) {
+      const auto id = static_cast<uint32_t>(wc.wr_id >> 32);
+      ASSERT_EQ(wc.status, WcStatus::kSuccess);
+      ASSERT_EQ(wc.qp_num, qpns[id]);
+      ASSERT_EQ(static_cast<uint32_t>(wc.wr_id), completed[id]++);
+    }
+  }
+  for (auto& p : posters) p.join();
+  for (const Wc& wc : f.poll_all()) ++completed[wc.wr_id >> 32];
+  for (uint32_t id = 0; id < kQps; ++id) EXPECT_EQ(completed[id], kPerQp) << "QP " << id;
+  EXPECT_FALSE(f.engine_.has_tx());
+}
+
+// While a poster keeps posting signaled WRs, the engine moves the QP to ERR: every WR the
+// post accepted completes exactly once, in order, as a success (it left before) or a flush.
+TEST(SubmitSend, AMoveToErrWhilePostingCompletesEveryAcceptedWrOnceInOrder) {
+  SubmitFixture f(1 << 16);
+  const uint32_t qpn = f.make_qp(32);
+  constexpr uint32_t kWrs = 20000;
+  std::atomic<uint32_t> accepted{0};
+  std::thread poster(
+      [&] { (void)f.post_numbered(qpn, 0, kWrs, kSendInline | kSendSignaled, &accepted); });
+  std::vector<Wc> wcs;
+  while (accepted.load(std::memory_order_acquire) < kWrs / 4) {
+    (void)f.drain_tx();
+    for (const Wc& wc : f.poll_all()) wcs.push_back(wc);
+  }
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_TRUE(f.engine_.modify_qp(qpn, err, kQpState).is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + kNoProgressLimit;
+  while (accepted.load(std::memory_order_acquire) < kWrs || f.engine_.has_tx()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the poster stopped short";
+    EXPECT_TRUE(f.drain_tx().empty()) << "a packet left after ERR";
+    for (const Wc& wc : f.poll_all()) wcs.push_back(wc);
+  }
+  poster.join();
+  (void)f.drain_tx();
+  for (const Wc& wc : f.poll_all()) wcs.push_back(wc);
+  ASSERT_EQ(wcs.size(), kWrs);
+  bool flushing = false;
+  for (uint32_t i = 0; i < kWrs; ++i) {
+    ASSERT_EQ(wcs[i].wr_id, i) << "completions out of order";
+    if (wcs[i].status == WcStatus::kWrFlushErr) flushing = true;
+    // Once one WR is flushed, every later one is too.
+    ASSERT_EQ(wcs[i].status, flushing ? WcStatus::kWrFlushErr : WcStatus::kSuccess) << i;
+  }
+  EXPECT_TRUE(flushing);
+}
+
+// What a post sees without another thread: the synchronous errors, and a WR submitted but
+// not yet taken is the queue's own for ENOMEM, a move to ERR (flushed) and RESET (dropped).
+TEST(SubmitSend, AWrNotYetTakenCountsForTheQueueAndForEveryTransition) {
+  SubmitFixture f;
+  std::array<uint32_t, 2> payload{7, 0};
+  std::array<Sge, 1> sge{};
+  const SendWr wr = SubmitFixture::numbered_send(payload, sge, kSendInline | kSendSignaled);
+
+  const uint32_t rtr = f.make_qp(4, QpState::kRtr);
+  EXPECT_EQ(f.engine_.submit_send(rtr, wr).code(), EINVAL);       // below RTS, as rxe
+  EXPECT_EQ(f.engine_.submit_send(0xABCDEF, wr).code(), EINVAL);  // no such QP
+  SendWr too_long = wr;
+  std::array<uint8_t, 65> big{};
+  std::array<Sge, 1> big_sge{Sge{reinterpret_cast<uint64_t>(big.data()), big.size(), 0}};
+  too_long.sg_list = big_sge;
+  const uint32_t qpn = f.make_qp(4);
+  EXPECT_EQ(f.engine_.submit_send(qpn, too_long).code(), EINVAL);  // inline above 64 bytes
+
+  // Four fit, whether or not the engine took them; the fifth does not.
+  bool idle = false;
+  ASSERT_TRUE(f.engine_.submit_send(qpn, wr, &idle).is_ok());
+  EXPECT_TRUE(idle);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(f.engine_.submit_send(qpn, wr, &idle).is_ok());
+    EXPECT_FALSE(idle);
+  }
+  EXPECT_TRUE(f.engine_.has_tx());
+  EXPECT_EQ(f.engine_.submit_send(qpn, wr).code(), ENOMEM);
+
+  // ERR: the four are flushed, in order, though the engine never took them before.
+  QpAttr a;
+  a.qp_state = QpState::kErr;
+  ASSERT_TRUE(f.engine_.modify_qp(qpn, a, kQpState).is_ok());
+  std::vector<Wc> wcs = f.poll_all();
+  ASSERT_EQ(wcs.size(), 4u);
+  for (const Wc& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kWrFlushErr);
+
+  // In ERR a post is accepted and flushed once the engine takes it (its next poll_tx).
+  ASSERT_TRUE(f.engine_.submit_send(qpn, wr).is_ok());
+  EXPECT_TRUE(f.poll_all().empty());
+  EXPECT_TRUE(f.drain_tx().empty());
+  wcs = f.poll_all();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kWrFlushErr);
+
+  // RESET drops what was submitted and not taken: no completion, no packet, room for four.
+  ASSERT_TRUE(f.engine_.submit_send(qpn, wr).is_ok());
+  a.qp_state = QpState::kReset;
+  ASSERT_TRUE(f.engine_.modify_qp(qpn, a, kQpState).is_ok());
+  EXPECT_EQ(f.engine_.submit_send(qpn, wr).code(), EINVAL);
+  EXPECT_FALSE(f.engine_.has_tx());
+  EXPECT_TRUE(f.poll_all().empty());
+  f.bring_up(qpn);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(f.engine_.submit_send(qpn, wr).is_ok());
+  EXPECT_EQ(f.engine_.submit_send(qpn, wr).code(), ENOMEM);
+  EXPECT_EQ(f.drain_tx().size(), 4u);
+  EXPECT_EQ(f.poll_all().size(), 4u);
+}
+
+}  // namespace
+}  // namespace uroce::test
