@@ -1,16 +1,18 @@
-// How long post_send takes while the progress thread moves the packets: two devices in this
-// process over real UDP on 127.0.0.1 stream RC WRITEs, and every post_send call of the
-// sending application is timed. The application only posts and polls (ProgressOptions::
-// app_calls_drive off, as with a NIC): every packet is the progress threads' work, so a post
-// that needs the engine's lock waits for whatever pass the sender's progress thread is in.
+// How long a post takes while the progress threads move the packets: two devices in this
+// process over real UDP on 127.0.0.1 stream RC WRITEs and SENDs, and every post_send call of
+// the sending side and post_recv call of the receiving side is timed. The application only
+// posts and polls (ProgressOptions::app_calls_drive off, as with a NIC): every packet is the
+// progress threads' work, so a post that needs the engine's lock waits for whatever pass its
+// device's progress thread is in.
 //
 //   post_call_time [--port N] [--seconds S]
 //
 // --port: the UDP port both devices share (default: one the tests' port locks hand out);
 // --seconds: how long each scenario is timed (default 2), after half a second of warm-up.
 //
-// Prints one JSON object per line and scenario: name, posts, the bandwidth in MB/s, and the
-// post_send call's median, 99th and 99.9th percentile and maximum in nanoseconds.
+// Prints one JSON object per line and scenario: name, the bandwidth in MB/s, posts and the
+// post_send call's median, 99th and 99.9th percentile and maximum in nanoseconds
+// (post_ns_median ...), and for SENDs recvs and the same of post_recv (recv_ns_median ...).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,20 +32,30 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kProgram = "post_call_time";
 
-// Keeps every post's duration; the vector is sized before the window, so timing allocates
-// nothing while it runs.
+// Keeps every post's duration, sends and receives apart; the vectors are sized before the
+// window, so timing allocates nothing while it runs.
 class PostTimes final : public bench::PostHook {
  public:
-  explicit PostTimes(size_t capacity) { ns_.reserve(capacity); }
-  void before_post() override { start_ = Clock::now(); }
-  void after_post() override {
-    if (ns_.size() < ns_.capacity()) ns_.push_back((Clock::now() - start_).count());
+  explicit PostTimes(size_t capacity) {
+    sends_.reserve(capacity);
+    recvs_.reserve(capacity);
   }
-  std::vector<int64_t>& ns() { return ns_; }
+  void before_post() override { start_ = Clock::now(); }
+  void after_post(bool receive) override {
+    std::vector<int64_t>& v = receive ? recvs_ : sends_;
+    if (v.size() < v.capacity()) v.push_back((Clock::now() - start_).count());
+  }
+  void clear() {
+    sends_.clear();
+    recvs_.clear();
+  }
+  std::vector<int64_t>& sends() { return sends_; }
+  std::vector<int64_t>& recvs() { return recvs_; }
 
  private:
   Clock::time_point start_;
-  std::vector<int64_t> ns_;
+  std::vector<int64_t> sends_;
+  std::vector<int64_t> recvs_;
 };
 
 // Bad input: one line naming the problem and the fix, exit 2.
@@ -56,6 +68,16 @@ int64_t percentile(const std::vector<int64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
   const auto i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1));
   return sorted[i];
+}
+
+// `, "<count_key>": N, "<key>_ns_median": ..., ..._p99, ..._p999, ..._max` of one call's times.
+std::string distribution(const char* count_key, const char* key, std::vector<int64_t>& ns) {
+  std::sort(ns.begin(), ns.end());
+  return fmt::format(
+      ", \"{}\": {}, \"{}_ns_median\": {}, \"{}_ns_p99\": {}, \"{}_ns_p999\": {}, "
+      "\"{}_ns_max\": {}",
+      count_key, ns.size(), key, percentile(ns, 0.5), key, percentile(ns, 0.99), key,
+      percentile(ns, 0.999), key, ns.empty() ? 0 : ns.back());
 }
 
 }  // namespace
@@ -85,6 +107,7 @@ int main(int argc, char** argv) {
   const std::vector<bench::Scenario> scenarios = {
       {"write_65536", WrOpcode::kRdmaWrite, 65536, 1, 16, 200},
       {"write_64_q8", WrOpcode::kRdmaWrite, 64, 8, 32, 5000},
+      {"send_4096", WrOpcode::kSend, 4096, 1, 32, 2000},
   };
   size_t bytes = 0;
   for (const auto& s : scenarios) bytes = std::max(bytes, size_t{s.size} * size_t(s.qps));
@@ -98,11 +121,12 @@ int main(int argc, char** argv) {
   for (const auto& s : scenarios) {
     PostTimes times(size_t{1} << 24);
     bench::Run run(a, b, s, kProgram, &times);
+    if (s.opcode == WrOpcode::kSend) run.post_receives();
     const auto warm_until = Clock::now() + std::chrono::milliseconds(500);
     do {
       run.move(s.messages);
     } while (Clock::now() < warm_until);
-    times.ns().clear();
+    times.clear();
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(seconds);
     uint64_t messages = 0;
@@ -111,14 +135,11 @@ int main(int argc, char** argv) {
       messages += static_cast<uint64_t>(s.messages);
     } while (Clock::now() < end);
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    std::vector<int64_t>& ns = times.ns();
-    std::sort(ns.begin(), ns.end());
-    fmt::print(
-        "{{\"name\": \"{}\", \"posts\": {}, \"mbps\": {:.1f}, \"post_ns_median\": {}, "
-        "\"post_ns_p99\": {}, \"post_ns_p999\": {}, \"post_ns_max\": {}}}\n",
-        s.name, ns.size(), static_cast<double>(messages) * s.size / elapsed / 1e6,
-        percentile(ns, 0.5), percentile(ns, 0.99), percentile(ns, 0.999),
-        ns.empty() ? 0 : ns.back());
+    std::string line = fmt::format("{{\"name\": \"{}\", \"mbps\": {:.1f}", s.name,
+                                   static_cast<double>(messages) * s.size / elapsed / 1e6);
+    line += distribution("posts", "post", times.sends());
+    if (s.opcode == WrOpcode::kSend) line += distribution("recvs", "recv", times.recvs());
+    fmt::print("{}}}\n", line);
     std::fflush(stdout);
   }
   return 0;

@@ -37,10 +37,10 @@ inline uint64_t sent_packets(const Side& side) {
   return side.dev.counters()[transport::Counter::kSentPkts];
 }
 
-// Called around every post_send of the stream (post_call_time times them).
+// Called around every post_send and post_recv of the stream (post_call_time times them).
 struct PostHook {
   virtual void before_post() {}
-  virtual void after_post() {}
+  virtual void after_post(bool receive) = 0;
 
  protected:
   ~PostHook() = default;
@@ -121,17 +121,19 @@ class Run {
     wr.rdma.rkey = b_.mr.rkey();
     if (hook_ != nullptr) hook_->before_post();
     const bool ok = qa_[static_cast<size_t>(q)].post_send(wr).is_ok();
-    if (hook_ != nullptr) hook_->after_post();
+    if (hook_ != nullptr) hook_->after_post(false);
     if (!ok) die(program_, fmt::format("{}: post_send failed", s_.name));
     ++posted_;
   }
 
   void post_recv(int q) {
     const Sge sge = b_.mr.sge(static_cast<uint64_t>(q) * s_.size, s_.size);
-    if (!qb_[static_cast<size_t>(q)].post_recv(
-            RecvWr{static_cast<uint64_t>(q), std::span<const Sge>(&sge, 1)})) {
-      die(program_, fmt::format("{}: post_recv failed", s_.name));
-    }
+    if (hook_ != nullptr) hook_->before_post();
+    const bool ok = qb_[static_cast<size_t>(q)]
+                        .post_recv(RecvWr{static_cast<uint64_t>(q), std::span<const Sge>(&sge, 1)})
+                        .is_ok();
+    if (hook_ != nullptr) hook_->after_post(true);
+    if (!ok) die(program_, fmt::format("{}: post_recv failed", s_.name));
   }
 
   void take_receives() {

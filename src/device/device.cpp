@@ -383,29 +383,29 @@ Status Device::post_send(uint32_t qpn, const transport::SendWr& wr, bool ring) {
 }
 
 Status Device::post_recv(uint32_t qpn, const transport::RecvWr& wr) {
+  // Without engine_mu_, as post_send: the WQE goes into the QP's receive queue under that
+  // queue's own lock (transport/recv_queue.hpp). A receive needs no pass (a ping-pong posts
+  // one per message).
+  bool to_engine = false;
+  Status st = engine_.submit_recv(qpn, wr, &to_engine);
+  if (!st || !to_engine) return st;
+  // A QP in ERR: the engine completes the WR at once with a flush, and its CQ event must go
+  // out now.
   bool raised = false;
   {
     std::lock_guard lock(engine_mu_);
-    Status st = engine_.post_recv(qpn, wr);
+    st = engine_.post_recv(qpn, wr);
     if (!st) return st;
     raised = engine_.has_events();
   }
-  // A QP in ERR completes the WR at once with a flush: its CQ event must go out now. A post
-  // that raised nothing needs no pass (a ping-pong posts one receive per message).
   if (raised) kick();
   return Status::ok();
 }
 
 Status Device::post_srq_recv(SrqId srq, const transport::RecvWr& wr) {
-  bool raised = false;
-  {
-    std::lock_guard lock(engine_mu_);
-    Status st = engine_.post_srq_recv(srq, wr);
-    if (!st) return st;
-    raised = engine_.has_events();  // events not yet dispatched go out now, as above
-  }
-  if (raised) kick();
-  return Status::ok();
+  // Without engine_mu_: an SRQ has no state that needs the engine (its limit event fires as
+  // the engine takes WQEs, not as they are posted).
+  return engine_.post_srq_recv(srq, wr);
 }
 
 int Device::poll_cq(CqId cq, std::span<transport::Wc> out) {

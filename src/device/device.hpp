@@ -11,11 +11,11 @@
 //
 // Threading: every method is thread-safe. The engine is single-threaded, so one mutex
 // (engine_mu_) serialises every engine call but poll_cq, which reads the CQ's ring without it
-// (transport/cq.hpp), and post_send, which writes the QP's send queue without it
-// (transport/send_queue.hpp); the critical sections are the engine calls themselves, never a
-// syscall. A second mutex (io_mu_) makes one thread at a time drive the PacketIo: the progress
-// thread, or an application thread inside post_send / poll_cq that found the I/O free
-// (ProgressOptions::app_calls_drive). docs/api.md has the whole model.
+// (transport/cq.hpp), and the posts, which write the QP's or SRQ's queues without it
+// (transport/send_queue.hpp, recv_queue.hpp); the critical sections are the engine calls
+// themselves, never a syscall. A second mutex (io_mu_) makes one thread at a time drive the
+// PacketIo: the progress thread, or an application thread inside post_send / poll_cq that found the
+// I/O free (ProgressOptions::app_calls_drive). docs/api.md has the whole model.
 //
 // This is the layer the C++ API (include/uroce) and the libibverbs shim sit on: objects are
 // plain ids, results are transport::Status / Result with ibverbs errno values.

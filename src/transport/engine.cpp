@@ -26,6 +26,7 @@ EngineImpl::EngineImpl(const EngineConfig& config)
     : config_(normalized(config)), memory_(config_.limits, config_.seed) {
   qps_.resize(size_t{config_.qpn_count} + 1);  // the last slot is QP1 (GSI)
   cqs_.resize(config_.limits.max_cq);
+  srqs_.resize(config_.limits.max_srq);
   timers_.reserve((config_.qpn_count + 1) * kTimerCount);
   tx_ring_.assign(size_t{config_.qpn_count} + 1, 0);
   events_.assign(1024, AsyncEvent{});
@@ -200,16 +201,16 @@ void EngineImpl::enter_error(Qp& qp) {
   }
   qp.req.reset(qp.req.psn(), qp.sq.head());
   qp.resp.abort_wqe(*this, qp, WcStatus::kWrFlushErr);
-  // Receive WQEs of the QP's own queue are flushed; an SRQ keeps its WQEs for other QPs.
-  for (uint32_t i = 0; i < qp.rq.size(); ++i) {
+  // Receive WQEs of the QP's own queue are flushed; an SRQ keeps its WQEs for other QPs. From
+  // now on a post goes to the engine's post_recv, which flushes it at once.
+  qp.rq.drain(RecvQueue::Mode::kEngine, [&](uint64_t wr_id) {
     Wc wc;
-    wc.wr_id = qp.rq.wr_id_at(i);
+    wc.wr_id = wr_id;
     wc.status = WcStatus::kWrFlushErr;
     wc.opcode = WcOpcode::kRecv;
     wc.qp_num = qp.qpn;
     complete_recv(qp, wc, false);
-  }
-  qp.rq.clear();
+  });
   if (qp.srq) push_event(EventType::kQpLastWqeReached, qp.qpn);
   schedule_tx(qp);  // a NAK queued before the error still goes out
 }
@@ -337,6 +338,9 @@ Status Engine::post_send(TimePoint now, uint32_t qpn, const SendWr& wr) {
 }
 Status Engine::post_recv(uint32_t qpn, const RecvWr& wr) {
   return impl_->post_recv(qpn, wr);
+}
+Status Engine::submit_recv(uint32_t qpn, const RecvWr& wr, bool* to_engine) {
+  return impl_->submit_recv(qpn, wr, to_engine);
 }
 Status Engine::post_srq_recv(SrqId srq, const RecvWr& wr) {
   return impl_->post_srq_recv(srq, wr);

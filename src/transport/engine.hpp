@@ -11,10 +11,11 @@
 //   output  while (has_tx()) poll_tx(now, slots) and send what it wrote
 //   results poll_cq, poll_events
 //
-// Single-threaded: the device layer serialises every call, except two that may run on any
+// Single-threaded: the device layer serialises every call, except those that may run on any
 // thread at any moment, as long as their object is not destroyed under them (as ibverbs
-// requires of its callers too): poll_cq (transport/cq.hpp) and submit_send
-// (transport/send_queue.hpp), the two ends an application shares with a NIC. Nothing on the data
+// requires of its callers too): poll_cq (transport/cq.hpp), submit_send
+// (transport/send_queue.hpp), submit_recv and post_srq_recv (transport/recv_queue.hpp), the
+// queues an application shares with a NIC. Nothing on the data
 // path allocates: queues are sized at creation, packets are built straight into the driver's TxSlot
 // buffers and payload is copied straight from/into registered memory (or, with
 // set_payload_by_reference, left in the source MR for the driver's iovecs).
@@ -186,6 +187,13 @@ class Engine {
   Status submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle = nullptr);
   // EINVAL in RESET or on a QP attached to an SRQ; in ERR the WR completes with flush.
   Status post_recv(uint32_t qpn, const RecvWr& wr);
+  // post_recv from any thread, without serialising with the other calls: the WQE goes into
+  // the QP's receive queue under that queue's own lock. A QP in ERR queues nothing: the call
+  // sets *to_engine and the WR must go to post_recv (serialised), which flushes it. The
+  // same synchronous errors otherwise. The QP must not be destroyed during the call.
+  Status submit_recv(uint32_t qpn, const RecvWr& wr, bool* to_engine);
+  // From any thread too (the SRQ's own lock): an SRQ has no state that needs the engine. The
+  // SRQ must not be destroyed during the call.
   Status post_srq_recv(SrqId srq, const RecvWr& wr);
   // Up to out.size() completions, oldest first. Returns the count, or -EINVAL. Needs no
   // serialisation with the other calls (the file comment says what it does need).

@@ -222,23 +222,30 @@ void EngineImpl::take_posts(TimePoint now) {
   }
 }
 
+Status EngineImpl::submit_recv(uint32_t qpn, const RecvWr& wr, bool* to_engine) {
+  // What this reads of the QP besides its receive queue (its SRQ) is set at creation; the
+  // QP's state reaches producers as the queue's mode.
+  Qp* qp = qp_by_qpn(qpn);
+  if (qp == nullptr) return Status(EINVAL, "post_recv: no such QP");
+  if (qp->srq) return Status(EINVAL, "post_recv: the QP uses an SRQ; post to the SRQ");
+  return qp->rq.push(wr, to_engine);
+}
+
 Status EngineImpl::post_recv(uint32_t qpn, const RecvWr& wr) {
   Qp* qp = qp_by_qpn(qpn);
   if (qp == nullptr) return Status(EINVAL, "post_recv: no such QP");
   if (qp->srq) return Status(EINVAL, "post_recv: the QP uses an SRQ; post to the SRQ");
-  if (qp->state == QpState::kReset)
-    return Status(EINVAL, "post_recv: QP is in RESET (rxe refuses too)");
-  const Status st = qp->rq.push(wr);
-  if (!st.is_ok()) return st;
-  if (qp->state == QpState::kErr) {
-    qp->rq.clear();
-    Wc wc;
-    wc.wr_id = wr.wr_id;
-    wc.status = WcStatus::kWrFlushErr;
-    wc.opcode = WcOpcode::kRecv;
-    wc.qp_num = qp->qpn;
-    complete_recv(*qp, wc, false);
+  if (qp->state != QpState::kErr) return qp->rq.push(wr);
+  // The queue of a QP in ERR is empty (entering ERR flushed it): the WR is flushed at once.
+  if (wr.sg_list.size() > qp->rq.max_sge()) {
+    return Status(EINVAL, "post_recv: more SGEs than max_recv_sge");
   }
+  Wc wc;
+  wc.wr_id = wr.wr_id;
+  wc.status = WcStatus::kWrFlushErr;
+  wc.opcode = WcOpcode::kRecv;
+  wc.qp_num = qp->qpn;
+  complete_recv(*qp, wc, false);
   return Status::ok();
 }
 

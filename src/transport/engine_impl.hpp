@@ -98,6 +98,8 @@ class EngineImpl {
   void take_posts(TimePoint now);
   void set_time(TimePoint now) { now_ = now; }
   Status post_recv(uint32_t qpn, const RecvWr& wr);
+  // Any thread (Engine::submit_recv).
+  Status submit_recv(uint32_t qpn, const RecvWr& wr, bool* to_engine);
   Status post_srq_recv(SrqId id, const RecvWr& wr);
   int poll_cq(CqId id, std::span<Wc> out);
   Status req_notify_cq(CqId id, bool solicited_only);
@@ -146,6 +148,7 @@ class EngineImpl {
   // max_cq slots, sized once at construction: poll_cq looks a CQ up without the device's
   // engine lock (Cq's consumer side), so the table must never reallocate under it.
   std::vector<std::unique_ptr<Cq>> cqs_;
+  // max_srq slots, sized once too: post_srq_recv looks an SRQ up without the lock.
   std::vector<std::unique_ptr<Srq>> srqs_;
   std::vector<std::unique_ptr<Qp>> qps_;  // [0, qpn_count): qpn_base + i; [qpn_count]: QP1
   uint32_t next_qp_ = 0;

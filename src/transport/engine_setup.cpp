@@ -87,14 +87,10 @@ Result<SrqId> EngineImpl::create_srq(PdId pd, const SrqInitAttr& attr) {
   auto s = std::make_unique<Srq>();
   s->pd = pd;
   s->max_wr = attr.max_wr;
-  s->queue.init(attr.max_wr, std::max(attr.max_sge, 1u));
+  s->queue.init(attr.max_wr, std::max(attr.max_sge, 1u), RecvQueue::Mode::kAccept);
   uint32_t slot = 0;
   while (slot < srqs_.size() && srqs_[slot]) ++slot;
-  if (slot == srqs_.size()) {
-    if (srqs_.size() >= config_.limits.max_srq)
-      return Status(ENOMEM, "create_srq: max_srq reached");
-    srqs_.emplace_back();
-  }
+  if (slot == srqs_.size()) return Status(ENOMEM, "create_srq: max_srq reached");
   srqs_[slot] = std::move(s);
   memory_.pd_ref(pd, +1);
   return SrqId{slot};
@@ -233,7 +229,7 @@ void EngineImpl::reset_qp(Qp& qp) {
   install_controller(qp);                 // a reset QP starts again at the line rate
   qp.attr.recovery = Recovery::kGoBackN;  // a new connection agrees again
   qp.sq.reset();
-  qp.rq.clear();
+  qp.rq.drain(RecvQueue::Mode::kRefuse, [](uint64_t) {});
   // Its completions still queued go too (Cq::remove_qp says why); a shared CQ keeps the rest.
   for (CqId id : {qp.send_cq, qp.recv_cq}) {
     if (Cq* c = cq(id)) c->remove_qp(qp.qpn);
@@ -315,6 +311,9 @@ Status EngineImpl::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask) {
       break;
   }
   qp->sq.set_accepting(accepts_posts(qp->state));
+  qp->rq.set_mode(qp->state == QpState::kReset ? RecvQueue::Mode::kRefuse
+                  : qp->state == QpState::kErr ? RecvQueue::Mode::kEngine
+                                               : RecvQueue::Mode::kAccept);
   schedule_tx(*qp);
   return Status::ok();
 }

@@ -6,56 +6,79 @@
 
 namespace uroce::transport {
 
-void RecvQueue::init(uint32_t capacity, uint32_t max_sge) {
+void RecvQueue::init(uint32_t capacity, uint32_t max_sge, Mode mode) {
   capacity_ = std::max(capacity, 1u);
   max_sge_ = std::max(max_sge, 1u);
-  head_ = count_ = 0;
+  mode_ = mode;
+  head_seen_ = 0;
+  head_.store(0, std::memory_order_relaxed);
+  tail_.store(0, std::memory_order_relaxed);
   wr_ids_.assign(capacity_, 0);
   num_sges_.assign(capacity_, 0);
   sges_.assign(size_t{capacity_} * max_sge_, Sge{});
 }
 
+void RecvQueue::set_mode(Mode mode) {
+  std::lock_guard lock(post_mu_);
+  mode_ = mode;
+}
+
 void RecvQueue::grow(uint32_t capacity) {
+  std::lock_guard lock(post_mu_);
   if (capacity <= capacity_) return;
   std::vector<uint64_t> ids(capacity, 0);
   std::vector<uint32_t> nums(capacity, 0);
   std::vector<Sge> sges(size_t{capacity} * max_sge_);
-  for (uint32_t i = 0; i < count_; ++i) {
-    const uint32_t from = (head_ + i) % capacity_;
-    ids[i] = wr_ids_[from];
-    nums[i] = num_sges_[from];
-    std::copy_n(sges_.begin() + size_t{from} * max_sge_, max_sge_,
-                sges.begin() + size_t{i} * max_sge_);
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  for (uint64_t seq = head; seq != tail; ++seq) {
+    const uint64_t from = seq % capacity_;
+    const uint64_t to = seq % capacity;
+    ids[to] = wr_ids_[from];
+    nums[to] = num_sges_[from];
+    std::copy_n(sges_.begin() + static_cast<std::ptrdiff_t>(from * max_sge_), max_sge_,
+                sges.begin() + static_cast<std::ptrdiff_t>(to * max_sge_));
   }
   wr_ids_ = std::move(ids);
   num_sges_ = std::move(nums);
   sges_ = std::move(sges);
   capacity_ = capacity;
-  head_ = 0;
 }
 
-Status RecvQueue::push(const RecvWr& wr) {
+Status RecvQueue::push(const RecvWr& wr, bool* to_engine) {
+  std::lock_guard lock(post_mu_);
+  if (mode_ == Mode::kRefuse) return Status(EINVAL, "post_recv: QP is in RESET (rxe refuses too)");
+  if (mode_ == Mode::kEngine && to_engine != nullptr) {
+    *to_engine = true;
+    return Status::ok();
+  }
   if (wr.sg_list.size() > max_sge_) return Status(EINVAL, "post_recv: more SGEs than max_recv_sge");
-  if (count_ == capacity_) return Status(ENOMEM, "post_recv: receive queue full");
-  const uint32_t slot = (head_ + count_) % capacity_;
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  if (tail - head_seen_ >= capacity_) {
+    head_seen_ = head_.load(std::memory_order_acquire);
+    if (tail - head_seen_ >= capacity_) return Status(ENOMEM, "post_recv: receive queue full");
+  }
+  const uint64_t slot = tail % capacity_;
   wr_ids_[slot] = wr.wr_id;
   num_sges_[slot] = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy(wr.sg_list.begin(), wr.sg_list.end(), sges_.begin() + size_t{slot} * max_sge_);
-  ++count_;
+  std::copy(wr.sg_list.begin(), wr.sg_list.end(),
+            sges_.begin() + static_cast<std::ptrdiff_t>(slot * max_sge_));
+  tail_.store(tail + 1, std::memory_order_release);
   return Status::ok();
 }
 
 bool RecvQueue::pop(RecvWqe& out) {
-  if (count_ == 0) return false;
-  out.wr_id = wr_ids_[head_];
-  out.num_sge = num_sges_[head_];
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  if (tail_.load(std::memory_order_acquire) == head) return false;
+  const uint64_t slot = head % capacity_;
+  out.wr_id = wr_ids_[slot];
+  out.num_sge = num_sges_[slot];
   out.length = 0;
   for (uint32_t i = 0; i < out.num_sge; ++i) {
-    out.sges[i] = sges_[size_t{head_} * max_sge_ + i];
+    out.sges[i] = sges_[slot * max_sge_ + i];
     out.length += out.sges[i].length;
   }
-  head_ = (head_ + 1) % capacity_;
-  --count_;
+  head_.store(head + 1, std::memory_order_release);
   return true;
 }
 

@@ -1,9 +1,19 @@
 // Receive queue: a ring of receive WQEs with their SGE lists stored inline (capacity x
 // max_sge, sized at creation, so posting never allocates). Used for a QP's own receive
 // queue and inside an SRQ. Also defines RecvWqe, the copy the responder works on.
+//
+// Two sides, as the send queue (send_queue.hpp): producers are the application's threads
+// (Engine::submit_recv, post_srq_recv), which take the queue's post lock, write the WQE at
+// tail and publish it by a release store of tail; the consumer is the engine, which pops at
+// head and publishes head the same way, so a producer never rewrites a slot the engine may
+// still read. The engine takes the post lock only to change the queue's mode (the QP's
+// state), to empty it and to grow it, never on the data path. WQEs are numbered by 64-bit
+// sequence numbers that only grow; a slot is the number modulo the capacity.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -23,27 +33,54 @@ struct RecvWqe {
 
 class RecvQueue {
  public:
-  void init(uint32_t capacity, uint32_t max_sge);
-  // Grows the ring (setup path only; keeps the queued WQEs in order).
-  void grow(uint32_t capacity);
+  // What a post finds: refused below INIT (EINVAL, as rxe refuses in RESET), taken, or left
+  // to the engine's own post_recv (a QP in ERR, whose post completes at once with a flush).
+  enum class Mode : uint8_t { kRefuse, kAccept, kEngine };
 
-  Status push(const RecvWr& wr);
+  void init(uint32_t capacity, uint32_t max_sge, Mode mode = Mode::kRefuse);
+
+  // ---- Producer side (any thread; takes the post lock).
+  // EINVAL: refused, or more SGEs than max_sge; ENOMEM: full. In kEngine mode nothing is
+  // queued and *to_engine (which must then be given) is set.
+  Status push(const RecvWr& wr, bool* to_engine = nullptr);
+
+  // ---- Consumer side (the engine).
   // Copies the oldest WQE into `out` (whose sges must hold max_sge()) and removes it.
   bool pop(RecvWqe& out);
-  void clear() { head_ = count_ = 0; }
-
-  [[nodiscard]] uint32_t size() const { return count_; }
-  [[nodiscard]] bool empty() const { return count_ == 0; }
+  [[nodiscard]] uint32_t size() const {
+    return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) -
+                                 head_.load(std::memory_order_relaxed));
+  }
+  [[nodiscard]] bool empty() const { return size() == 0; }
   [[nodiscard]] uint32_t capacity() const { return capacity_; }
   [[nodiscard]] uint32_t max_sge() const { return max_sge_; }
-  // wr_id of the i-th queued WQE (0 = oldest), for flushing.
-  [[nodiscard]] uint64_t wr_id_at(uint32_t i) const { return wr_ids_[(head_ + i) % capacity_]; }
+  // Sets the mode; takes the post lock, so a post that found the old mode has published.
+  void set_mode(Mode mode);
+  // Sets the mode, then calls flush(wr_id) for every queued WQE, oldest first, and empties
+  // the queue (ERR; RESET with a callback that does nothing), all under the post lock.
+  template <typename F>
+  void drain(Mode mode, F&& flush) {
+    std::lock_guard lock(post_mu_);
+    mode_ = mode;
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    for (; head != tail; ++head) flush(wr_ids_[head % capacity_]);
+    head_.store(head, std::memory_order_release);
+  }
+  // Grows the ring (setup path only; keeps the queued WQEs in order). Takes the post lock.
+  void grow(uint32_t capacity);
 
  private:
   uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
-  uint32_t head_ = 0;
-  uint32_t count_ = 0;
+  // The engine's head, on a cache line of its own: a producer reads it only when the head it
+  // last read says the queue is full.
+  alignas(64) std::atomic<uint64_t> head_{0};
+  // The producers' side, on another.
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  std::mutex post_mu_;
+  Mode mode_ = Mode::kRefuse;  // guarded by post_mu_
+  uint64_t head_seen_ = 0;     // guarded by post_mu_: head_ as last read
   std::vector<uint64_t> wr_ids_;
   std::vector<uint32_t> num_sges_;
   std::vector<Sge> sges_;  // capacity_ * max_sge_

@@ -20,6 +20,7 @@ void SendQueue::init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline) {
 void SendQueue::reset() {
   std::lock_guard lock(post_mu_);
   accepting_ = false;
+  retired_seen_ = 0;
   head_ = tail_ = 0;
   published_tail_.store(0, std::memory_order_relaxed);
   retired_.store(0, std::memory_order_relaxed);

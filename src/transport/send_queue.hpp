@@ -125,8 +125,12 @@ class SendQueue {
   [[nodiscard]] bool post_empty() const {
     return post_seq() == retired_.load(std::memory_order_acquire);
   }
-  [[nodiscard]] bool post_full() const {
-    return post_seq() - retired_.load(std::memory_order_acquire) == capacity_;
+  // The engine's head is read only when the one last read says full: it sits on the
+  // engine's cache line, which the engine writes at every completion.
+  [[nodiscard]] bool post_full() {
+    if (post_seq() - retired_seen_ < capacity_) return false;
+    retired_seen_ = retired_.load(std::memory_order_acquire);
+    return post_seq() - retired_seen_ >= capacity_;
   }
   // The WQE at post_seq() is written: the engine may take it.
   void publish() { published_tail_.store(post_seq() + 1, std::memory_order_seq_cst); }
@@ -135,15 +139,16 @@ class SendQueue {
   uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
   uint32_t max_inline_ = 0;
-  // Engine side.
-  uint64_t head_ = 0;
+  // The engine's side, on a cache line of its own: a producer on another core reads it only
+  // to find room (retired_) or whether the queue is idle.
+  alignas(64) uint64_t head_ = 0;
   uint64_t tail_ = 0;
-  // Shared: written by producers (published_tail_) and by the engine (retired_), read by both.
-  std::atomic<uint64_t> published_tail_{0};
   std::atomic<uint64_t> retired_{0};
-  // Producer side.
+  // The producers' side, on another: the engine reads published_tail_ once per take.
+  alignas(64) std::atomic<uint64_t> published_tail_{0};
   std::mutex post_mu_;
-  bool accepting_ = false;  // guarded by post_mu_
+  bool accepting_ = false;     // guarded by post_mu_
+  uint64_t retired_seen_ = 0;  // guarded by post_mu_: retired_ as last read
   std::vector<SendWqe> wqes_;
   std::vector<Sge> sges_;
   std::vector<uint8_t> inline_;
