@@ -40,8 +40,8 @@ class RecvQueue {
   void init(uint32_t capacity, uint32_t max_sge, Mode mode = Mode::kRefuse);
 
   // ---- Producer side (any thread; takes the post lock).
-  // EINVAL: refused, or more SGEs than max_sge; ENOMEM: full. In kEngine mode nothing is
-  // queued and *to_engine (which must then be given) is set.
+  // EINVAL: refused, or more SGEs than max_sge; ENOMEM: full. In kEngine mode a producer's
+  // WR is not queued: *to_engine is set (a call without to_engine, the engine's, queues it).
   Status push(const RecvWr& wr, bool* to_engine = nullptr);
 
   // ---- Consumer side (the engine).

@@ -12,8 +12,8 @@
 //     per-QP lock the same way), write the WQE at published_tail, and publish it by a store
 //     of published_tail. A full queue is judged against retired, the engine's head as it
 //     last published it, so a slot is never rewritten while the engine may read it;
-//   - the consumer is the engine. It sees only [head, tail): take_published() moves its tail
-//     up to what producers published, inside an engine call, and pop() publishes retired.
+//   - the consumer is the engine. It sees only [head, tail): take() moves its tail up to what
+//     producers published (published()), inside an engine call, and pop() publishes retired.
 // The engine takes the post lock only to change whether posts are accepted (the QP's state)
 // and to empty the queue (RESET), never on the data path.
 #pragma once
@@ -94,8 +94,8 @@ class SendQueue {
   }
 
   // WQEs published and not yet taken. Sequentially consistent: the engine clears the QP's
-  // doorbell flag before this read, and a producer publishes before it sets the flag, so one
-  // of the two always sees the other (engine_impl.hpp, take_posts).
+  // doorbell flag before this read, and a producer publishes before it reads the flag, so one
+  // of the two always sees the other (EngineImpl::submit_send and take_posts).
   [[nodiscard]] uint64_t published() const {
     return published_tail_.load(std::memory_order_seq_cst) - tail_;
   }
