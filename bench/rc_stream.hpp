@@ -101,6 +101,10 @@ class Run {
     }
   }
 
+  // post_send and post_recv calls made so far: each takes its queue's post lock once
+  // (transport/post_lock.hpp), a spinlock that call_counter does not see.
+  [[nodiscard]] uint64_t post_calls() const { return post_calls_; }
+
   // The receiver's side of SENDs: a receive for every message, taken back as it completes.
   void post_receives() {
     for (int q = 0; q < s_.qps; ++q) {
@@ -124,6 +128,7 @@ class Run {
     if (hook_ != nullptr) hook_->after_post(false);
     if (!ok) die(program_, fmt::format("{}: post_send failed", s_.name));
     ++posted_;
+    ++post_calls_;
   }
 
   void post_recv(int q) {
@@ -134,6 +139,7 @@ class Run {
                         .is_ok();
     if (hook_ != nullptr) hook_->after_post(true);
     if (!ok) die(program_, fmt::format("{}: post_recv failed", s_.name));
+    ++post_calls_;
   }
 
   void take_receives() {
@@ -154,6 +160,7 @@ class Run {
   std::vector<QueuePair> qa_;
   std::vector<QueuePair> qb_;
   int posted_ = 0;
+  uint64_t post_calls_ = 0;
   int completed_ = 0;
   int total_ = 0;
 };

@@ -177,12 +177,12 @@ Status EngineImpl::submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle) {
   qp->sq.publish();
   lock.unlock();
   // Ring the engine's doorbell: link the QP into its list unless it is there already. The
-  // flag is read after the publish (both sequentially consistent), and take_posts clears it
-  // before it reads what was published, so one of the two sees the other: a WQE is never
-  // left untaken. Read first, as a QP posted to again before the engine took it (a list of
-  // WRs, a deep queue) is linked in already, and the exchange is a locked instruction.
-  if (!qp->posts_queued.load(std::memory_order_seq_cst) &&
-      !qp->posts_queued.exchange(true, std::memory_order_seq_cst)) {
+  // flag is set by an exchange after the publish, and take_posts clears it by an exchange
+  // before it reads what was published. Every write of the flag is such an exchange, so the
+  // second of the two reads the first (or one after it): if the engine's comes second it
+  // sees this WQE; if this one does, it finds the flag clear and links the QP in again. A
+  // WQE is never left untaken.
+  if (!qp->posts_queued.exchange(true, std::memory_order_acq_rel)) {
     Qp* head = posted_qps_.load(std::memory_order_relaxed);
     do {
       qp->posts_next = head;
@@ -210,7 +210,7 @@ void EngineImpl::take_posts(TimePoint now) {
   while (fifo != nullptr) {
     Qp& qp = *fifo;
     fifo = qp.posts_next;  // read before the flag clears: a producer may relink the QP then
-    qp.posts_queued.store(false, std::memory_order_seq_cst);
+    (void)qp.posts_queued.exchange(false, std::memory_order_acq_rel);
     for (uint64_t n = qp.sq.published(); n > 0; --n) {
       qp.sq.take();
       // IBA 10.3.1: WRs posted in the error state complete with a flush error. Those taken

@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/post_lock.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
@@ -78,7 +79,7 @@ class RecvQueue {
   alignas(64) std::atomic<uint64_t> head_{0};
   // The producers' side, on another.
   alignas(64) std::atomic<uint64_t> tail_{0};
-  std::mutex post_mu_;
+  PostLock post_mu_;
   Mode mode_ = Mode::kRefuse;  // guarded by post_mu_
   uint64_t head_seen_ = 0;     // guarded by post_mu_: head_ as last read
   std::vector<uint64_t> wr_ids_;

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/post_lock.hpp"
 #include "uroce/vocab/psn.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 
@@ -93,11 +94,11 @@ class SendQueue {
     return {inline_.data() + (seq % capacity_) * max_inline_, at(seq).length};
   }
 
-  // WQEs published and not yet taken. Sequentially consistent: the engine clears the QP's
-  // doorbell flag before this read, and a producer publishes before it reads the flag, so one
-  // of the two always sees the other (EngineImpl::submit_send and take_posts).
+  // WQEs published and not yet taken. The engine clears the QP's doorbell flag before this
+  // read, and a producer publishes before it sets the flag, both by exchanges: whichever comes
+  // second sees the other (EngineImpl::submit_send and take_posts).
   [[nodiscard]] uint64_t published() const {
-    return published_tail_.load(std::memory_order_seq_cst) - tail_;
+    return published_tail_.load(std::memory_order_acquire) - tail_;
   }
   // Takes the next published WQE into [head, tail); returns its sequence number.
   uint64_t take() { return tail_++; }
@@ -115,7 +116,7 @@ class SendQueue {
   void reset();
 
   // ---- Producer side (any thread), with the lock of lock_posts() held.
-  [[nodiscard]] std::unique_lock<std::mutex> lock_posts() { return std::unique_lock(post_mu_); }
+  [[nodiscard]] std::unique_lock<PostLock> lock_posts() { return std::unique_lock(post_mu_); }
   [[nodiscard]] bool accepting() const { return accepting_; }
   // The sequence number the next post fills.
   [[nodiscard]] uint64_t post_seq() const {
@@ -133,7 +134,7 @@ class SendQueue {
     return post_seq() - retired_seen_ >= capacity_;
   }
   // The WQE at post_seq() is written: the engine may take it.
-  void publish() { published_tail_.store(post_seq() + 1, std::memory_order_seq_cst); }
+  void publish() { published_tail_.store(post_seq() + 1, std::memory_order_release); }
 
  private:
   uint32_t capacity_ = 0;
@@ -146,7 +147,7 @@ class SendQueue {
   std::atomic<uint64_t> retired_{0};
   // The producers' side, on another: the engine reads published_tail_ once per take.
   alignas(64) std::atomic<uint64_t> published_tail_{0};
-  std::mutex post_mu_;
+  PostLock post_mu_;
   bool accepting_ = false;     // guarded by post_mu_
   uint64_t retired_seen_ = 0;  // guarded by post_mu_: retired_ as last read
   std::vector<SendWqe> wqes_;

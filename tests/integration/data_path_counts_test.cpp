@@ -22,6 +22,7 @@ struct Window {
   uint64_t packets = 0;
   uint64_t allocations = 0;
   uint64_t mutex_locks = 0;
+  uint64_t post_locks = 0;
 };
 
 std::map<std::string, Window> run_counts() {
@@ -38,7 +39,8 @@ std::map<std::string, Window> run_counts() {
     if (j.is_discarded() || !j.is_object()) continue;
     windows[j.at("name").get<std::string>()] =
         Window{j.at("messages").get<uint64_t>(), j.at("packets").get<uint64_t>(),
-               j.at("allocations").get<uint64_t>(), j.at("mutex_locks").get<uint64_t>()};
+               j.at("allocations").get<uint64_t>(), j.at("mutex_locks").get<uint64_t>(),
+               j.at("post_locks").get<uint64_t>()};
   }
   return windows;
 }
@@ -63,6 +65,9 @@ TEST(DataPathCounts, SteadyTransfersAllocateNothing) {
     // long messages on an idle machine, 1.2 in CI's parallel tests). bench/compare reports
     // them, measured on an idle machine.
     EXPECT_GT(x.mutex_locks, 0u);  // the counter sees std::mutex at all
+    // The posts' own locks, which the counter cannot see: one per post_send, and for SENDs
+    // one more per post_recv.
+    EXPECT_EQ(x.post_locks, name == "send_4096" ? 2 * x.messages : x.messages);
   }
 }
 
