@@ -60,8 +60,7 @@ class PostTimes final : public bench::PostHook {
 
 // Bad input: one line naming the problem and the fix, exit 2.
 [[noreturn]] void usage_error(const std::string& what) {
-  fmt::print(stderr, "{}: {}\n", kProgram, what);
-  std::exit(2);
+  bench::die(kProgram, what, 2);
 }
 
 int64_t percentile(const std::vector<int64_t>& sorted, double p) {

@@ -19,9 +19,11 @@ namespace uroce::bench {
 
 using itest::Side;
 
-[[noreturn]] inline void die(const char* program, const std::string& why) {
+// One line naming the program and the problem; exit 1 (a run that failed) or, for bad input,
+// 2.
+[[noreturn]] inline void die(const char* program, const std::string& why, int status = 1) {
   fmt::print(stderr, "{}: {}\n", program, why);
-  std::exit(1);
+  std::exit(status);
 }
 
 struct Scenario {
