@@ -130,27 +130,18 @@ void EngineImpl::complete_send_head(Qp& qp, WcStatus status) {
     count(qp, Counter::kReqCqeError);
   }
   // IBA 10.7.2.1: unsignaled WQEs complete silently, but never an unsuccessful one.
-  if (status != WcStatus::kSuccess || w.signaled) {
-    Wc wc;
-    wc.wr_id = w.wr_id;
-    wc.status = status;
-    wc.opcode = wc_opcode_of(w.opcode);
-    wc.byte_len = w.length;
-    wc.qp_num = qp.qpn;
-    Cq* c = cq(qp.send_cq);
-    switch (c->push(wc, false, now_)) {
-      case Cq::PushResult::kStored:
-        break;
-      case Cq::PushResult::kStoredNotify:
-        push_event(EventType::kCqCompletion, static_cast<uint32_t>(qp.send_cq));
-        break;
-      case Cq::PushResult::kOverflow:
-        count(qp, Counter::kCqOverflow);
-        push_event(EventType::kCqErr, static_cast<uint32_t>(qp.send_cq));
-        break;
-    }
-  }
+  const bool report = status != WcStatus::kSuccess || w.signaled;
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode_of(w.opcode);
+  wc.byte_len = w.length;
+  wc.qp_num = qp.qpn;
+  // The slot is retired before the completion is visible: poll_cq takes no lock, and an
+  // application that posts again as soon as it polls (perftest keeps exactly tx_depth WRs
+  // outstanding) must find the room its completion promised, or post_send says ENOMEM.
   qp.sq.pop();
+  if (report) push_completion(qp, qp.send_cq, wc, false);
 }
 
 void EngineImpl::complete_recv(Qp& qp, const Wc& wc, bool solicited) {
@@ -159,16 +150,19 @@ void EngineImpl::complete_recv(Qp& qp, const Wc& wc, bool solicited) {
   } else if (wc.status != WcStatus::kSuccess) {
     count(qp, Counter::kRespCqeError);
   }
-  Cq* c = cq(qp.recv_cq);
-  switch (c->push(wc, solicited, now_)) {
+  push_completion(qp, qp.recv_cq, wc, solicited);
+}
+
+void EngineImpl::push_completion(Qp& qp, CqId cq_id, const Wc& wc, bool solicited) {
+  switch (cq(cq_id)->push(wc, solicited, now_)) {
     case Cq::PushResult::kStored:
       break;
     case Cq::PushResult::kStoredNotify:
-      push_event(EventType::kCqCompletion, static_cast<uint32_t>(qp.recv_cq));
+      push_event(EventType::kCqCompletion, static_cast<uint32_t>(cq_id));
       break;
     case Cq::PushResult::kOverflow:
       count(qp, Counter::kCqOverflow);
-      push_event(EventType::kCqErr, static_cast<uint32_t>(qp.recv_cq));
+      push_event(EventType::kCqErr, static_cast<uint32_t>(cq_id));
       break;
   }
 }

@@ -33,6 +33,8 @@ class EngineImpl {
   void complete_send_head(Qp& qp, WcStatus status);
   // Pushes a receive completion to qp's receive CQ.
   void complete_recv(Qp& qp, const Wc& wc, bool solicited);
+  // Pushes wc to one of qp's CQs, raising the completion or overflow event it calls for.
+  void push_completion(Qp& qp, CqId cq_id, const Wc& wc, bool solicited);
   // Moves the QP to ERR and flushes every outstanding WR (IBA 10.3.1: "Error" state).
   void enter_error(Qp& qp);
   // Takes a receive WQE from the QP's RQ or SRQ into `out`; false when none. Raises the

@@ -252,6 +252,51 @@ TEST(SubmitSend, PostersOnFourQpsAreAllTakenWhileTheEngineRunsBetweenTheirPosts)
   EXPECT_FALSE(f.engine_.has_tx());
 }
 
+// perftest keeps exactly tx_depth WRs outstanding and posts as soon as poll_cq hands it a
+// completion. A completion the application can see must mean its slot is free again: were it
+// visible before the engine retires the slot, such a post would meet ENOMEM.
+TEST(SubmitSend, APolledCompletionAlwaysLeavesRoomForTheNextPost) {
+  SubmitFixture f;
+  constexpr uint32_t kDepth = 2;
+  // The window was a few instructions wide: before the fix this caught it in about one run in
+  // three per 100,000 WRs.
+  constexpr uint32_t kWrs = 400000;
+  const uint32_t qpn = f.make_qp(kDepth);
+  std::atomic<bool> done{false};
+  std::thread engine([&] {
+    while (!done.load(std::memory_order_acquire)) (void)f.drain_tx();
+  });
+  uint32_t posted = 0;
+  uint32_t completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kNoProgressLimit;
+  while (completed < kWrs) {
+    while (posted < kWrs && posted - completed < kDepth) {
+      std::array<uint32_t, 2> payload{0, posted};
+      std::array<Sge, 1> sge{};
+      const Status st = f.engine_.submit_send(
+          qpn, SubmitFixture::numbered_send(payload, sge, kSendInline | kSendSignaled));
+      if (!st.is_ok()) break;
+      ++posted;
+    }
+    if (posted - completed < kDepth && posted < kWrs) {
+      ADD_FAILURE() << "post " << posted << " with " << posted - completed << " of " << kDepth
+                    << " outstanding was refused";
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << completed << " completed, then none";
+      break;
+    }
+    for (const Wc& wc : f.poll_all()) {
+      EXPECT_EQ(wc.status, WcStatus::kSuccess);
+      EXPECT_EQ(wc.wr_id, completed);
+      ++completed;
+    }
+  }
+  done.store(true, std::memory_order_release);
+  engine.join();
+}
+
 // While a poster keeps posting signaled WRs, the engine moves the QP to ERR: every WR the
 // post accepted completes exactly once, in order, as a success (it left before) or a flush.
 TEST(SubmitSend, AMoveToErrWhilePostingCompletesEveryAcceptedWrOnceInOrder) {
