@@ -23,8 +23,9 @@ namespace uroce::bench {
 struct Args {
   std::string host = "127.0.0.1";
   int port = 19999;
-  int size = 4112;     // one datagram's payload (a 4096-byte RoCE payload + BTH + ICRC)
-  double seconds = 3;  // sender: how long to send; receiver: give up after 2x this idle
+  int size = 4112;       // one datagram's payload (a 4096-byte RoCE payload + BTH + ICRC)
+  double seconds = 3;    // sender: how long to send; receiver: give up after 2x this idle
+  long round_trips = 0;  // udp_pingpong: stop after this many (0: run for --seconds)
   bool help = false;
 };
 
@@ -50,13 +51,18 @@ inline bool parse_args(int argc, char** argv, Args& a, const char* usage) {
       a.size = std::atoi(v);
     } else if (k == "--seconds") {
       a.seconds = std::atof(v);
+    } else if (k == "--round-trips") {
+      a.round_trips = std::atol(v);
     } else {
       std::fprintf(stderr, "%s: unknown option %s\n", argv[0], k.c_str());
       return false;
     }
   }
-  if (a.port <= 0 || a.port > 65535 || a.size <= 0 || a.size > 65507 || a.seconds <= 0) {
-    std::fprintf(stderr, "%s: --port 1..65535, --size 1..65507, --seconds > 0\n", argv[0]);
+  if (a.port <= 0 || a.port > 65535 || a.size <= 0 || a.size > 65507 || a.seconds <= 0 ||
+      a.round_trips < 0) {
+    std::fprintf(stderr,
+                 "%s: --port 1..65535, --size 1..65507, --seconds > 0, --round-trips >= 0\n",
+                 argv[0]);
     return false;
   }
   return true;

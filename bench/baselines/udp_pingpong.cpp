@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   a.size = 48;  // an 8-byte RC SEND: BTH 12 + payload 8 (padded) + ICRC 4, plus room
   if (!parse_args(argc, argv, a,
                   "udp_pingpong [--host 127.0.0.1] [--port 19999 (and the next)] [--size 48] "
-                  "[--seconds 3]")) {
+                  "[--seconds 3] [--round-trips N (then --seconds is only the limit)]")) {
     return 2;
   }
   if (a.help) return 0;
@@ -102,8 +102,11 @@ int main(int argc, char** argv) {
   int64_t empty_ns = 0;
   long long empty = 0;
   const int64_t end = mono_ns() + static_cast<int64_t>(a.seconds * 1e9);
+  const auto wanted = static_cast<size_t>(a.round_trips);
+  bool lost = false;
   int64_t now = mono_ns();
-  while (now < end) {
+  // Either a count of round trips (--seconds only bounds it) or as many as fit in --seconds.
+  while (wanted != 0 ? rtts.size() < wanted && now < end : now < end) {
     const int64_t start = now;
     p.send();
     const int64_t sent = mono_ns();
@@ -118,13 +121,25 @@ int main(int argc, char** argv) {
       }
       empty_ns += now - before;
       ++empty;
-      if (now > end + 1'000'000'000) break;  // the echo died: stop, do not spin forever
+      if (now > end + 1'000'000'000) {  // the echo died: stop, do not spin forever
+        lost = true;
+        break;
+      }
     }
+    if (lost) break;
     rtts.push_back(now - start);
   }
   kill(echo, SIGKILL);
   waitpid(echo, nullptr, 0);
-  if (rtts.empty()) return 1;
+  if (lost) {
+    std::fprintf(stderr, "udp_pingpong: no reply within a second after the run's end\n");
+    return 1;
+  }
+  if (rtts.empty() || rtts.size() < wanted) {
+    std::fprintf(stderr, "udp_pingpong: %zu of %zu round trips in %g s; give --seconds more\n",
+                 rtts.size(), wanted, a.seconds);
+    return 1;
+  }
   std::sort(rtts.begin(), rtts.end());
   const double n = static_cast<double>(rtts.size());
   std::printf(

@@ -18,18 +18,20 @@ const std::string kPingPong = std::string(UROCE_BINARY_DIR) + "/bin/udp_pingpong
 
 TEST(UdpPingPong, TimesRoundTripsAndLeavesNoEchoBehind) {
   const std::string port = std::to_string(reserve_port());
-  const auto [status, out] = run_shell(kPingPong + " --seconds 0.3 --port " + port + " 2>&1");
+  // A count, not a time: with the cores busy (ctest -j2), two spinning processes may make a
+  // few dozen round trips in 0.3 s, as a CI dry run found. --seconds only bounds the run.
+  const std::string args = " --round-trips 500 --seconds 60 --port " + port;
+  const auto [status, out] = run_shell(kPingPong + args + " 2>&1");
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
-  EXPECT_GT(j.at("round_trips").get<double>(), 100);
+  EXPECT_EQ(j.at("round_trips").get<double>(), 500);
   EXPECT_GT(j.at("one_way_median_us").get<double>(), 0);
   EXPECT_LE(j.at("one_way_median_us").get<double>(), j.at("one_way_p99_us").get<double>());
   EXPECT_GT(j.at("sendmmsg_ns").get<double>(), 0);
   EXPECT_GT(j.at("recvmmsg_data_ns").get<double>(), 0);
   // The echo was killed and reaped before the line was printed.
-  const auto [left, procs] =
-      run_shell("pgrep -f '" + kPingPong + " --seconds 0.3 --port " + port + "$' || true");
+  const auto [left, procs] = run_shell("pgrep -f '" + kPingPong + args + "$' || true");
   EXPECT_EQ(procs, "") << procs;
   (void)left;
 }
