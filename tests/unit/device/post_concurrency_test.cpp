@@ -13,8 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <functional>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -267,14 +265,9 @@ TEST(SubmitSend, APolledCompletionAlwaysLeavesRoomForTheNextPost) {
   constexpr auto kPostingTime = std::chrono::milliseconds(1500);
   constexpr uint32_t kMaxWrs = 1'000'000;
   const uint32_t qpn = f.make_qp(kDepth);
-  std::atomic<bool> done{false};
-  std::thread engine([&] {
-    while (!done.load(std::memory_order_acquire)) (void)f.drain_tx();
-  });
-  // Stops the engine's thread however the test ends (an ASSERT returns early).
-  const std::unique_ptr<void, std::function<void(void*)>> stop_engine(&done, [&](void*) {
-    done.store(true, std::memory_order_release);
-    engine.join();
+  // A jthread: stopped and joined however the test ends (an ASSERT returns early).
+  const std::jthread engine([&](const std::stop_token& stop) {
+    while (!stop.stop_requested()) (void)f.drain_tx();
   });
   uint32_t posted = 0;
   uint32_t completed = 0;
@@ -283,16 +276,19 @@ TEST(SubmitSend, APolledCompletionAlwaysLeavesRoomForTheNextPost) {
   auto last_completion = start;
   std::array<Wc, 8> wcs{};
   while (posting || completed < posted) {
-    for (; posting && posted - completed < kDepth; ++posted) {
+    while (posting && posted - completed < kDepth) {
       std::array<uint32_t, 2> payload{0, posted};
       std::array<Sge, 1> sge{};
       const Status st = f.engine_.submit_send(
           qpn, SubmitFixture::numbered_send(payload, sge, kSendInline | kSendSignaled));
       if (!st.is_ok()) {
+        // Not counted as posted: the loop then waits only for the WRs really outstanding.
         ADD_FAILURE() << "post " << posted << " with " << posted - completed << " of " << kDepth
                       << " outstanding was refused: " << st.message();
         posting = false;
+        break;
       }
+      ++posted;
     }
     const int n = f.engine_.poll_cq(f.cq_, wcs);
     const auto now = std::chrono::steady_clock::now();
