@@ -95,20 +95,21 @@ int serve_kernel_metrics(const StatOptions& o) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  std::string error;
-  auto server = telemetry::MetricsServer::get(o.metrics, &error);
-  if (!server) {
-    fmt::print(stderr, "uroce stat --metrics: {}\n", error);
-    return kExitUsage;
-  }
   std::vector<std::unique_ptr<KernelPortSource>> sources;
+  std::vector<const telemetry::SnapshotSource*> served;
   std::string shown;
   for (const kdev::KernelDevice& d : devices) {
     for (size_t i = 0; i < d.ports.size(); ++i) {
       sources.push_back(std::make_unique<KernelPortSource>(d, i));
-      server->add(sources.back().get());
+      served.push_back(sources.back().get());
       shown += fmt::format("{}{}/{}", shown.empty() ? "" : ", ", d.name, d.ports[i].port_num);
     }
+  }
+  std::string error;
+  auto server = telemetry::MetricsServer::get(o.metrics, served, &error);
+  if (!server) {
+    fmt::print(stderr, "uroce stat --metrics: {}\n", error);
+    return kExitUsage;
   }
   fmt::print("uroce stat: serving {} on port {} (GET /metrics) until interrupted\n", shown,
              server->port());

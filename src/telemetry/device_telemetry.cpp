@@ -146,9 +146,8 @@ std::shared_ptr<DeviceTelemetry> DeviceTelemetry::create(TelemetryOptions option
     if (!t->capture_) return nullptr;
   }
   if (!t->options_.metrics.empty()) {
-    t->metrics_ = MetricsServer::get(t->options_.metrics, error);
+    t->metrics_ = MetricsServer::get(t->options_.metrics, {t.get()}, error);
     if (!t->metrics_) return nullptr;
-    t->metrics_->add(t.get());
   }
   return t;
 }

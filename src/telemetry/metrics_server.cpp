@@ -53,9 +53,14 @@ bool parse_listen_address(const std::string& text, ListenAddress& out) {
 
 MetricsServer::MetricsServer() : http_(std::make_unique<httplib::Server>()) {}
 
-std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, std::string* error) {
+std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address,
+                                                  const std::vector<const SnapshotSource*>& sources,
+                                                  std::string* error) {
   std::lock_guard lock(registry_mu());
-  if (auto existing = registry()[address].lock()) return existing;
+  if (auto existing = registry()[address].lock()) {
+    for (const SnapshotSource* s : sources) existing->add(s);
+    return existing;
+  }
   ListenAddress where;
   if (!parse_listen_address(address, where)) {
     if (error != nullptr)
@@ -91,6 +96,7 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, st
     return nullptr;
   }
   server->port_ = static_cast<uint16_t>(port);
+  for (const SnapshotSource* s : sources) server->add(s);
   if (where.port == 0) {
     // Nobody could know the port otherwise.
     std::fprintf(stderr, "uroce: metrics on http://%s:%u/metrics\n",
@@ -98,14 +104,21 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address, st
                                                            : where.host.c_str(),
                  static_cast<unsigned>(port));
   }
-  server->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  server->thread_ = std::thread([self] {
+    self->http_->listen_after_bind();
+    self->listen_returned_.store(true);
+  });
   registry()[address] = server;
   return server;
 }
 
 MetricsServer::~MetricsServer() {
+  // httplib's stop() does nothing until the listening loop has begun, and that loop would then
+  // never end: a server dropped at once (a device opened and closed straight away) hung here.
+  if (!thread_.joinable()) return;  // never listened: the address could not be bound
+  while (!http_->is_running() && !listen_returned_.load()) std::this_thread::yield();
   http_->stop();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 void MetricsServer::add(const SnapshotSource* source) {

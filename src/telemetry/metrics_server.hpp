@@ -3,10 +3,11 @@
 // by cpp-httplib on its own thread; a scrape renders the snapshots the devices last
 // published (never touches an engine), so scraping costs the data path nothing.
 //
-//   auto server = MetricsServer::get("127.0.0.1:9464", &error);
-//   server->add(&source); ... server->remove(&source);
+//   auto server = MetricsServer::get("127.0.0.1:9464", {&source}, &error);
+//   ... server->remove(&source);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,9 +38,13 @@ struct ListenAddress {
 
 class MetricsServer {
  public:
-  // The server listening on `address`, started on first use; null with *error when the
-  // address is malformed or cannot be bound.
-  static std::shared_ptr<MetricsServer> get(const std::string& address, std::string* error);
+  // The server listening on `address`, started on first use, serving `sources` (and those of
+  // earlier callers); null with *error when the address is malformed or cannot be bound.
+  // The sources are added before port 0's chosen port is printed, so a scraper that reads
+  // the printed port never finds an empty page.
+  static std::shared_ptr<MetricsServer> get(const std::string& address,
+                                            const std::vector<const SnapshotSource*>& sources,
+                                            std::string* error);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -53,6 +58,7 @@ class MetricsServer {
   MetricsServer();
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};
   uint16_t port_ = 0;
   mutable std::mutex mu_;
   std::vector<const SnapshotSource*> sources_;
