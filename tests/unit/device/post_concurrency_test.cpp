@@ -258,20 +258,28 @@ TEST(SubmitSend, PostersOnFourQpsAreAllTakenWhileTheEngineRunsBetweenTheirPosts)
 TEST(SubmitSend, APolledCompletionAlwaysLeavesRoomForTheNextPost) {
   SubmitFixture f;
   constexpr uint32_t kDepth = 2;
-  // Posting stops after this long (or at kMaxWrs), whichever comes first: on an idle machine
-  // that is about a million WRs, and the window was a few instructions wide (before the fix,
-  // 8 runs in 8 met it, after 6,000 to 463,000 WRs). On a loaded one, where the two threads
-  // share cores, fewer WRs in the same time.
+  // Posting stops once both hold (or at kMaxWrs): on an idle machine 1.5 s is about a million
+  // WRs, and the window was a few instructions wide (before the fix, 8 runs in 8 met it, after
+  // 6,000 to 463,000 WRs). A count, not only a time: where the two threads share a core with
+  // other work, 1.5 s once gave only 372 WRs (CI's ASan tree), which tests nothing.
   constexpr auto kPostingTime = std::chrono::milliseconds(1500);
+  constexpr uint32_t kMinWrs = 20'000;
   constexpr uint32_t kMaxWrs = 1'000'000;
+  // Spinning polls catch a completion the instant it is pushed, which is what can meet the
+  // bug; after this many empty ones the thread yields, so that on a shared core the engine's
+  // thread runs at once instead of at the end of the poller's time slice.
+  constexpr int kSpinsBeforeYield = 1024;
   const uint32_t qpn = f.make_qp(kDepth);
   // A jthread: stopped and joined however the test ends (an ASSERT returns early).
   const std::jthread engine([&](const std::stop_token& stop) {
-    while (!stop.stop_requested()) (void)f.drain_tx();
+    while (!stop.stop_requested()) {
+      if (f.drain_tx().empty()) std::this_thread::yield();
+    }
   });
   uint32_t posted = 0;
   uint32_t completed = 0;
   bool posting = true;
+  int empty_polls = 0;
   const auto start = std::chrono::steady_clock::now();
   auto last_completion = start;
   std::array<Wc, 8> wcs{};
@@ -296,14 +304,20 @@ TEST(SubmitSend, APolledCompletionAlwaysLeavesRoomForTheNextPost) {
       ASSERT_EQ(wcs[i].status, WcStatus::kSuccess);
       ASSERT_EQ(wcs[i].wr_id, completed);
     }
-    if (n > 0) last_completion = now;
-    if (now - start > kPostingTime || posted >= kMaxWrs) posting = false;
+    if (n > 0) {
+      last_completion = now;
+      empty_polls = 0;
+    } else if (++empty_polls == kSpinsBeforeYield) {
+      empty_polls = 0;
+      std::this_thread::yield();
+    }
+    if ((now - start > kPostingTime && posted >= kMinWrs) || posted >= kMaxWrs) posting = false;
     if (now - last_completion > kNoProgressLimit) {
       ADD_FAILURE() << completed << " completed, then none";
       break;
     }
   }
-  EXPECT_GT(completed, 1000u) << "too few WRs to have tested anything";
+  EXPECT_GE(completed, kMinWrs) << "posting stopped early (above)";
 }
 
 // While a poster keeps posting signaled WRs, the engine moves the QP to ERR: every WR the
