@@ -1,11 +1,14 @@
 #include "device/device.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cerrno>
+
+#include "common/library_thread.hpp"
 
 namespace uroce::device {
 
@@ -58,7 +61,12 @@ Device::Device(DeviceConfig config, std::unique_ptr<PacketIo> io)
     if (!park_timer_->ok()) park_timer_.reset();  // out of descriptors: park_cv_ serves
   }
   engine_.set_payload_by_reference(io_->takes_payload_by_reference());
-  if (config_.progress.thread) thread_ = std::thread([this] { progress_loop(); });
+  if (config_.progress.thread) {
+    thread_ = common::start_library_thread([this] { progress_loop(); });
+    // Named so that top -H, ps -L and taskset -p can tell it from the application's threads;
+    // by this thread, so the name is there when the device is (not once the thread runs).
+    pthread_setname_np(thread_.native_handle(), "uroce-progress");
+  }
 }
 
 Device::~Device() {
@@ -343,11 +351,17 @@ Status Device::modify_qp(uint32_t qpn, const transport::QpAttr& attr, uint32_t m
     Status st = resolve_av(resolved.ah_attr);
     if (!st) return st;
   }
+  bool raised = false;
   Status st = [&] {
     std::lock_guard lock(engine_mu_);
     engine_.set_time(now());  // a move to ERR completes WRs: stamp them with the time of now
-    return engine_.modify_qp(qpn, resolved, mask);
+    Status s = engine_.modify_qp(qpn, resolved, mask);
+    raised = engine_.has_events();
+    return s;
   }();
+  // A move to ERR flushes the WRs: the CQ events (and a last-WQE event) go out now, not at
+  // the next pass, which may be a whole sleep away.
+  if (raised) kick();
   if (st && config_.observer) config_.observer->on_qp_modified(qpn, resolved, mask);
   return st;
 }
@@ -437,28 +451,6 @@ Status Device::req_notify_cq(CqId cq, bool solicited_only) {
   end_app_driving();
   std::lock_guard lock(engine_mu_);
   return engine_.req_notify_cq(cq, solicited_only);
-}
-
-Result<CqId> Device::get_cq_event(ChannelId ch, Nanos timeout) {
-  if (timeout != Nanos::zero()) end_app_driving();  // about to block
-  EventQueue<CqId>* queue = nullptr;
-  {
-    std::lock_guard lock(channel_mu_);
-    auto it = channels_.find(static_cast<uint32_t>(ch));
-    if (it == channels_.end()) return Status(EINVAL, "no such completion channel");
-    queue = it->second.queue.get();
-  }
-  // The channel cannot go away while we wait: destroying it needs every CQ on it destroyed,
-  // which needs every event got to be acked, and the application is still getting one.
-  for (;;) {
-    Result<CqId> r = queue->pop(timeout);
-    if (!r) return r;
-    std::lock_guard lock(channel_mu_);
-    auto it = cqs_.find(id_of(*r));
-    if (it == cqs_.end() || it->second.channel != ch) continue;  // CQ destroyed meanwhile
-    ++it->second.events_got;
-    return r;
-  }
 }
 
 void Device::ack_cq_events(CqId cq, uint32_t count) {

@@ -120,8 +120,18 @@ class Device {
   // ---- Completion channels (ibv_get_cq_event / ibv_ack_cq_events).
   // One CQ that got a completion after req_notify_cq; waits up to `timeout` (0: poll,
   // negative: forever). EAGAIN: none. Every event got must be acked before destroy_cq.
+  // A blocking get moves the device's packets from the caller's thread while it waits
+  // (drive_cq_event), and waits on the channel when another thread does that already.
   Result<CqId> get_cq_event(ChannelId ch, Nanos timeout);
   void ack_cq_events(CqId cq, uint32_t count);
+  // Waits up to `timeout` (negative: forever) for an event on `ch` while this thread drives
+  // the device: it sleeps in the PacketIo's wait() and runs the passes itself, and the
+  // progress thread stays parked until app_handoff after the last such wait, so a packet
+  // that completes a WR wakes one thread, not the progress thread and then this one
+  // (event_wait.cpp). EINTR: a signal came. EBUSY: another thread drives a wait, or this
+  // device does not hand over (a progress thread without its park timer, or
+  // app_calls_drive off): wait on channel_fd(ch) instead. EAGAIN: `timeout` passed.
+  Result<CqId> drive_cq_event(ChannelId ch, Nanos timeout);
 
   // ---- Async events (ibv_get_async_event): QP fatal, SRQ limit, last WQE, CQ error.
   [[nodiscard]] int async_fd() const { return async_.fd(); }
@@ -169,12 +179,16 @@ class Device {
 
   // Progress (progress.cpp).
   void progress_loop();
-  // With io_mu_ held: one rx / timer / tx / event round. app_pass: run by an application
-  // thread's poll (it may hold back ACKs, hold_acks()).
-  bool io_pass(bool app_pass);
+  // Who runs a pass: the progress thread, an application's poll_cq, or an application
+  // thread blocked in get_cq_event (drive_cq_event).
+  enum class PassBy : uint8_t { kThread, kPoller, kWaiter };
+  // With io_mu_ held: one rx / timer / tx / event round. An application's pass may hold back
+  // ACKs (hold_acks()): a busy poller's, and a waiter's that raised completion events.
+  bool io_pass(PassBy by);
   // With io_mu_ held: tx only. more_to_send (if given): whether the engine still had packets
-  // to build after this call's burst, read in the same critical section.
-  bool flush_tx(bool* more_to_send = nullptr);
+  // to build after this call's burst, and next_deadline (if given) its next timer, read in
+  // the same critical section.
+  bool flush_tx(bool* more_to_send = nullptr, TimePoint* next_deadline = nullptr);
   size_t fill_tx_locked(TimePoint now);  // with engine_mu_ held
   // With io_mu_ held: sends what is built, with_held the held ACKs right behind it (in the
   // same burst; they wait if it has no room). Returns the packets sent.
@@ -217,6 +231,14 @@ class Device {
   void hand_to_thread();  // work this thread leaves: the progress thread must not sleep on it
   void park();            // progress thread: sleep while app_driving(), or until unparked
   void unpark();          // any thread: end park() now (stop_ or the handoff changed)
+  // Blocking waits that drive the device (event_wait.cpp).
+  Result<CqId> take_event(ChannelId ch, EventQueue<CqId>& queue, Nanos timeout);
+  EventQueue<CqId>* channel_queue(ChannelId ch);
+  bool enter_waiter(ChannelId ch, TimePoint t);  // false: another thread drives a wait
+  void leave_waiter();
+  // A waiter drives now, or left less than app_handoff before t: the thread stays parked.
+  bool waiter_holds(TimePoint t) const;
+  void park_for_waiter();  // progress thread: sleep while waiter_holds(now())
 
   const PortInfo* port(uint8_t port_num) const;
 
@@ -258,7 +280,13 @@ class Device {
   EventQueue<transport::AsyncEvent> async_;
 
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  // Threads asleep in io_->wait(): the progress thread and a blocked get_cq_event's
+  // (drive_cq_event) may overlap for a moment, so a count.
+  std::atomic<int> sleeping_{0};
+  // When the last thread to go to sleep in io_->wait() means to wake (Device::now() ns;
+  // INT64_MAX while none sleeps): a send from an application thread that arms an earlier
+  // timer (the retransmission of its first packet) must wake it (kick).
+  std::atomic<int64_t> sleep_until_ns_{INT64_MAX};
   std::atomic<bool> kicked_{false};
   // post_send left its WQEs for the application's next poll (ring_doorbell).
   std::atomic<bool> posts_waiting_{false};
@@ -278,6 +306,13 @@ class Device {
   std::condition_variable park_cv_;
   std::unique_ptr<ParkTimer> park_timer_;  // with a progress thread and a handoff
   std::atomic<bool> parked_{false};
+  // The channel whose blocked get_cq_event drives the device (0: none), when that waiter
+  // left (Device::now() ns), and whether the progress thread is parked for it.
+  std::atomic<uint32_t> waiting_channel_{0};
+  std::atomic<int64_t> waiter_left_ns_{0};
+  std::atomic<bool> parked_for_waiter_{false};
+  bool waiter_pass_ = false;   // guarded by io_mu_: the pass running is the waiter's
+  TimePoint maintained_at_{};  // guarded by io_mu_: the last maintain_io_locked()
   // How long one park() sleeps at most: the parked thread still runs the ports'
   // housekeeping (progress_loop) at this pace.
   static constexpr Nanos kParkLongest = std::chrono::milliseconds(100);

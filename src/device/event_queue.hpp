@@ -5,6 +5,7 @@
 // thread, pops from application threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -43,6 +44,7 @@ class EventQueue {
       std::lock_guard lock(mu_);
       items_.push_back(item);
     }
+    queued_.fetch_add(1);
     efd_.signal();
   }
 
@@ -50,7 +52,10 @@ class EventQueue {
   // arrived in time.
   transport::Result<T> pop(Nanos timeout) {
     for (;;) {
-      if (efd_.try_take()) {
+      // An empty queue is told without a read of the eventfd: a thread that drives the device
+      // while it waits for an event (Device::drive_cq_event) looks after every pass.
+      if (queued_.load() != 0 && efd_.try_take()) {
+        queued_.fetch_sub(1);
         std::lock_guard lock(mu_);
         T item = items_.front();
         items_.pop_front();
@@ -66,6 +71,9 @@ class EventQueue {
   EventFd efd_;
   std::mutex mu_;
   std::deque<T> items_;
+  // Items pushed and not yet taken from the eventfd: raised before the eventfd is signalled,
+  // so a pop that reads 0 would also have found the eventfd at 0.
+  std::atomic<uint32_t> queued_{0};
 };
 
 }  // namespace uroce::device

@@ -8,7 +8,8 @@
 //                   shared UDP port's group); the device calls it with the I/O lock held,
 //                   just before wait(), so it never races an application-driven rx_burst
 //   wait(timeout)   sleeps until readable (or writable if asked), wake(), or timeout; it
-//                   runs WITHOUT the I/O lock and must touch only what wake() may touch
+//                   runs WITHOUT the I/O lock and must touch only what wake() may touch;
+//                   false when a signal ended it (EINTR), so a blocked verb can return
 //   wake()          interrupts wait() from any thread; a wake with nobody waiting makes the
 //                   next wait() return at once (it is sticky, like an eventfd)
 //   cm_capable(on)  QP1 (CM) steering between processes sharing an address (docs/cm.md):
@@ -19,8 +20,9 @@
 // Packets are RoCE v2 UDP payloads (BTH .. ICRC) with a transport::PacketMeta saying where
 // they come from / go to. rx_burst/tx_burst/maintain run under the device's I/O lock, from
 // the progress thread or (ProgressOptions::app_calls_drive) an application thread; wait()
-// runs only on the progress thread, outside that lock; wake() and can_send_from() are called
-// from any thread.
+// runs outside that lock on the progress thread or on the one application thread blocked in
+// get_cq_event that drives the device meanwhile (event_wait.cpp), at times on both at once;
+// wake() and can_send_from() are called from any thread.
 #pragma once
 
 #include <cstddef>
@@ -109,7 +111,8 @@ class PacketIo {
   // (and only during the call): the device then lets the engine leave payloads there.
   [[nodiscard]] virtual bool takes_payload_by_reference() const { return false; }
   virtual void maintain() {}
-  virtual void wait(Nanos timeout, bool want_write) = 0;  // negative timeout: no limit
+  // Negative timeout: no limit. False: a signal interrupted it.
+  virtual bool wait(Nanos timeout, bool want_write) = 0;
   virtual void wake() = 0;
 
   // QP1 steering (see above). cm_capable(true): QP1 datagrams nobody else claims (a REQ for a

@@ -12,7 +12,7 @@
 // When a pass finds nothing to do the thread spins for ProgressOptions::spin, then sleeps in
 // PacketIo::wait until the engine's next deadline or a wake().
 //
-// Lost wake-ups: the thread publishes sleeping_ = true, then re-checks the engine for work
+// Lost wake-ups: the thread raises sleeping_, then re-checks the engine for work
 // under engine_mu_; a poster publishes its work (a send WQE by the engine's doorbell list,
 // Engine::submit_send, which has_tx() reads), then reads sleeping_ and wakes. With
 // sequentially consistent atomics one of the two always sees the other. kicked_ covers work
@@ -25,6 +25,10 @@
 // ping-pong between two processes then has two busy threads, not four fighting for the
 // cores and for io_mu_. The thread takes over again app_handoff after the last such pass,
 // or at once when the application arms a CQ (it is about to block).
+//
+// Blocking handoff (event_wait.cpp): an application thread blocked in get_cq_event drives
+// the device itself, and the thread parks the same way until app_handoff after the last
+// such wait.
 #include <pthread.h>
 #include <sched.h>
 
@@ -55,7 +59,8 @@ void Device::send_referenced_locked() {
   bool any = false;
   for (size_t i = tx_head_; i < tx_head_ + tx_count_ && !any; ++i) any = !tx_[i].payload.empty();
   if (!any) return;
-  send_pending(false);
+  // Held ACKs ride behind, as behind any send: a 4 KiB reply's ACK took a sendmmsg of its own.
+  send_pending(true);
   for (size_t i = tx_head_; i < tx_head_ + tx_count_; ++i) transport::flatten(tx_[i]);
 }
 
@@ -123,7 +128,11 @@ void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
     auto cq = cqs_.find(ev.element);
     if (cq == cqs_.end() || !cq->second.channel) continue;
     auto ch = channels_.find(static_cast<uint32_t>(*cq->second.channel));
-    if (ch != channels_.end()) ch->second.queue->push(CqId(ev.element));
+    if (ch == channels_.end()) continue;
+    ch->second.queue->push(CqId(ev.element));
+    // A thread blocked in get_cq_event on this channel that drives the device sleeps in the
+    // PacketIo's wait(), not on the channel: wake it, unless this is its own pass.
+    if (!waiter_pass_ && waiting_channel_.load() == ch->first) io_->wake();
   }
 }
 
@@ -133,8 +142,9 @@ void Device::observe_held_rx() {
   rx_unobserved_ = 0;
 }
 
-bool Device::io_pass(bool app_pass) {
+bool Device::io_pass(PassBy by) {
   observe_held_rx();  // before rx_burst reuses the buffers
+  waiter_pass_ = by == PassBy::kWaiter;
   bool worked = send_pending() > 0;
   const size_t n_rx = io_->rx_burst(std::span<RxPacket>(rx_));
   size_t n_events = 0;
@@ -162,8 +172,12 @@ bool Device::io_pass(bool app_pass) {
     if (fill_tx_locked(t) > 0) worked = true;
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
   }
-  if (!app_pass) observe_held_rx();
-  if (app_pass && app_driving_at(t) && hold_acks()) {
+  if (by == PassBy::kThread) observe_held_rx();
+  // A waiter's pass that raised an event returns it to a program that typically replies
+  // at once: its ACKs ride with the reply, as a busy poller's do.
+  const bool hold =
+      (by == PassBy::kPoller && app_driving_at(t)) || (by == PassBy::kWaiter && n_events > 0);
+  if (hold && hold_acks()) {
     worked = true;
   } else if (send_pending() > 0) {
     worked = true;
@@ -171,11 +185,12 @@ bool Device::io_pass(bool app_pass) {
   if (n_events > 0) {
     dispatch_events(std::span<const transport::AsyncEvent>(events_scratch_.data(), n_events));
   }
+  waiter_pass_ = false;
   if (config_.observer) config_.observer->on_pass(t, *this);
   return worked || n_rx > 0 || n_events > 0;
 }
 
-bool Device::flush_tx(bool* more_to_send) {
+bool Device::flush_tx(bool* more_to_send, TimePoint* next_deadline) {
   // Held ACKs go right after what this call builds, and keep waiting if it built nothing
   // (a post_recv): the reply they wait for comes with the next post_send (hold_acks).
   bool worked = send_pending(false) > 0;
@@ -186,6 +201,7 @@ bool Device::flush_tx(bool* more_to_send) {
     built = fill_tx_locked(now());
     n_events = engine_.poll_events(std::span<transport::AsyncEvent>(events_scratch_));
     if (more_to_send != nullptr) *more_to_send = engine_.has_tx();
+    if (next_deadline != nullptr) *next_deadline = engine_.next_deadline();
   }
   if (built > 0) worked = true;
   if (send_pending(built > 0) > 0) worked = true;
@@ -211,7 +227,7 @@ bool Device::progress() {
   // are in the engine) or by the next one (the flag stays set).
   bool worked = posts_waiting_.load(std::memory_order_relaxed) && posts_waiting_.exchange(false) &&
                 flush_tx();
-  worked = io_pass(true) || worked;
+  worked = io_pass(PassBy::kPoller) || worked;
   // Packets the socket would not take now (a full send buffer): the next pass retries them.
   const bool tx_left = tx_count_ != 0;
   io.unlock();
@@ -224,7 +240,7 @@ bool Device::progress() {
   // parks, and posts can wait for the application's polls (ring_doorbell). Telemetry
   // publishes the final state when the thread goes idle: it must see this pass too.
   // Publishing from here would build a snapshot per application pass.
-  if (sleeping_.load() && ((worked && config_.observer) || app_driving())) io_->wake();
+  if (sleeping_.load() != 0 && ((worked && config_.observer) || app_driving())) io_->wake();
   return worked;
 }
 
@@ -294,10 +310,13 @@ void Device::push_park_timer(TimePoint t, bool idle_poll) {
 void Device::end_app_driving() {
   app_polls_since_arm_.store(0, std::memory_order_relaxed);
   if (app_drove_ns_.exchange(0) == 0) return;
-  unpark();
+  // Only a thread parked for the polls: one parked for a blocked get_cq_event
+  // (park_for_waiter) stays parked, as that wait drives the device. park() reads
+  // app_drove_ns_ after raising parked_, so one of the two sees the other.
+  if (!park_timer_ || parked_.load()) unpark();
   // A sleeping thread computed its timeout before the application's passes, which may
   // have armed new timers (a retransmission): make it look again.
-  if (sleeping_.load()) io_->wake();
+  if (sleeping_.load() != 0) io_->wake();
 }
 
 bool Device::app_driving_at(TimePoint t) const {
@@ -311,6 +330,7 @@ void Device::park() {
     // One sleep per call, at most kParkLongest (progress_loop's housekeeping runs between);
     // the timer fires a handoff after the last application pass unless the polls push it.
     parked_.store(true);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // end_app_driving's exchange
     if (!stop_.load() && app_driving()) {
       const TimePoint due =
           TimePoint(app_drove_ns_.load(std::memory_order_relaxed)) + config_.progress.app_handoff;
@@ -350,7 +370,7 @@ void Device::ring_doorbell_at(TimePoint t, bool lone_on_idle_qp) {
   if (config_.progress.batch_posts && config_.progress.app_calls_drive && !lone_on_idle_qp &&
       app_driving_at(t)) {
     posts_waiting_.store(true);
-    if (sleeping_.load()) io_->wake();
+    if (sleeping_.load() != 0) io_->wake();
     return;
   }
   kick();
@@ -365,7 +385,15 @@ void Device::kick() {
       // built does not change the engine; a WR another thread posts meanwhile rings its own
       // doorbell, which finds the I/O taken and hands it to the thread.
       bool more = false;
-      flush_tx(&more);
+      TimePoint deadline = kNever;
+      flush_tx(&more, &deadline);
+      // A thread asleep in wait() computed its timeout before this send armed its timers: a
+      // lost first packet would wait for that sleep's end (up to max_sleep) instead of the
+      // QP's timeout. The store of sleep_until_ns_ comes after the engine is read, so a sleep
+      // that began meanwhile either saw the timer or is woken here.
+      if (sleeping_.load() != 0 && deadline < TimePoint(Nanos(sleep_until_ns_.load()))) {
+        io_->wake();
+      }
       // Something left (the socket buffer was full, or more than one burst): the thread
       // takes it from here.
       // Held ACKs need no wake-up while the application drives: its next call sends them.
@@ -378,18 +406,17 @@ void Device::kick() {
 void Device::maintain_io_locked() {
   observe_held_rx();  // maintenance may rewrite the ports the buffers point into
   io_->maintain();
+  maintained_at_ = now();
 }
 
 void Device::hand_to_thread() {
   // kicked_ keeps a thread about to sleep from sleeping; one asleep in wait() computed its
   // wait (readable only, or writable too) before this work was left, so it is woken.
   kicked_.store(true);
-  if (sleeping_.load()) io_->wake();
+  if (sleeping_.load() != 0) io_->wake();
 }
 
 void Device::progress_loop() {
-  // Named so that top -H, ps -L and taskset -p can tell it from the application's threads.
-  pthread_setname_np(pthread_self(), "uroce-progress");
   if (!config_.progress.cpus.empty()) {
     // open_udp_device checked the CPUs against the process's mask; should one have gone
     // offline since, the thread keeps the affinity it inherited.
@@ -401,8 +428,13 @@ void Device::progress_loop() {
   TimePoint last_work = now();
   TimePoint last_maintain = now();
   while (!stop_.load()) {
-    if (app_driving()) {
-      park();
+    const bool polled = app_driving();
+    if (polled || waiter_holds(now())) {
+      if (polled) {
+        park();
+      } else {
+        park_for_waiter();
+      }
       // A parked thread never reaches the idle path below; keep the port's housekeeping
       // (kernel drop count, a shared port's group) going at a slow pace. Not by waiting for
       // the I/O: the application's passes hold it back to back, and a waiter woken at each
@@ -424,7 +456,7 @@ void Device::progress_loop() {
     bool want_write = false;
     {
       std::lock_guard io(io_mu_);
-      worked = io_pass(false);
+      worked = io_pass(PassBy::kThread);
       want_write = tx_count_ != 0 || held_count_ != 0;
     }
     const TimePoint t = now();
@@ -434,7 +466,7 @@ void Device::progress_loop() {
     }
     if (t - last_work < config_.progress.spin && !want_write) continue;
 
-    sleeping_.store(true);
+    sleeping_.fetch_add(1);
     TimePoint deadline = kNever;
     bool has_tx = false;
     {
@@ -445,7 +477,9 @@ void Device::progress_loop() {
     // A kick that came while this thread held the I/O may have left events (a flush
     // completion of a post_recv in ERR) that has_tx() does not show.
     const bool kicked = kicked_.exchange(false);
-    if (!has_tx && !kicked && !stop_.load()) {
+    // A get_cq_event that drives the device began: park instead (enter_waiter reads
+    // sleeping_ after publishing itself, so one of the two sees the other).
+    if (!has_tx && !kicked && !stop_.load() && waiting_channel_.load() == 0) {
       if (config_.observer) deadline = std::min(deadline, config_.observer->on_idle(now(), *this));
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
@@ -464,9 +498,11 @@ void Device::progress_loop() {
       } else {
         timeout = std::min(timeout, maintain_at - before_sleep);
       }
+      sleep_until_ns_.store((now() + timeout).count());
       io_->wait(timeout, want_write);
+      sleep_until_ns_.store(INT64_MAX);
     }
-    sleeping_.store(false);
+    sleeping_.fetch_sub(1);
     last_work = now();
   }
 }

@@ -34,10 +34,14 @@ void close_app_fd(int fd) {
   if (fd >= 0) close(fd);
 }
 
-int wait_app_fd(int fd) {
+int app_fd_nonblocking(int fd) {
   const int flags = fcntl(fd, F_GETFL);
   if (flags < 0) return errno;
-  if ((flags & O_NONBLOCK) != 0) return EAGAIN;
+  return (flags & O_NONBLOCK) != 0 ? EAGAIN : 0;
+}
+
+int wait_app_fd(int fd) {
+  if (int rc = app_fd_nonblocking(fd); rc != 0) return rc;
   return wait_readable(fd);
 }
 

@@ -281,15 +281,21 @@ extern "C" {
 
 // Like a read of the kernel's uverbs channel fd: on a blocking fd waits until an event comes
 // or a signal interrupts (EINTR); on an fd the application made O_NONBLOCK, -1 with errno
-// EAGAIN when no event is queued (app_fd.cpp).
+// EAGAIN when no event is queued (app_fd.cpp). A blocking wait moves the device's packets
+// from this thread (Device::drive_cq_event), so the packet that completes a WR wakes this
+// thread alone; when another thread drives already, it waits on the channel.
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) return fail_minus1(EINVAL);
   UContext* uctx = ctx_of(channel->context);
   const device::ChannelId id = channel_of(channel)->id;
   auto r = uctx->dev->get_cq_event(id, Nanos(0));
   while (!r && r.status().code() == EAGAIN) {
-    if (int rc = wait_app_fd(channel->fd); rc != 0) return fail_minus1(rc);
-    r = uctx->dev->get_cq_event(id, Nanos(0));
+    if (int rc = app_fd_nonblocking(channel->fd); rc != 0) return fail_minus1(rc);
+    r = uctx->dev->drive_cq_event(id, Nanos(-1));
+    if (!r && r.status().code() == EBUSY) {
+      if (int rc = wait_readable(channel->fd); rc != 0) return fail_minus1(rc);
+      r = uctx->dev->get_cq_event(id, Nanos(0));
+    }
   }
   if (!r) return fail_minus1(r.status().code());
   UCq* ucq = nullptr;

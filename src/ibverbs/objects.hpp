@@ -179,6 +179,8 @@ void close_app_fd(int fd);
 // After a get-event found nothing: EAGAIN if the application made `fd` non-blocking, else
 // waits until readable (0, or EINTR when a signal came).
 int wait_app_fd(int fd);
+// EAGAIN if the application made `fd` non-blocking, 0 if a get-event on it should block.
+int app_fd_nonblocking(int fd);
 
 // The ibv_wr_* send API (qp_ex.cpp): which IBV_QP_EX_WITH_* flags a QP of `type` may ask for,
 // and the ops and batch storage of a QP created with them.

@@ -242,12 +242,15 @@ void ImpairedPacketIo::publish() {
   if (next < before) inner_->wake();
 }
 
-void ImpairedPacketIo::wait(Nanos timeout, bool want_write) {
-  if ((spec_.delay.count() != 0 || spec_.bottleneck) && !slack_set_) {
+bool ImpairedPacketIo::wait(Nanos timeout, bool want_write) {
+  // Per thread: an application thread blocked in get_cq_event sleeps here too, for the
+  // same held packets.
+  thread_local bool slack_set = false;
+  if ((spec_.delay.count() != 0 || spec_.bottleneck) && !slack_set) {
     // The kernel's default 50 us timer slack would add up to 50 us to every held packet's
-    // wake-up; this thread (the progress thread) sleeps to release them on time.
+    // wake-up; this thread sleeps to release them on time.
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    slack_set_ = true;
+    slack_set = true;
   }
   const TimePoint next = next_release_.load();
   if (next != kNever) {
@@ -256,7 +259,7 @@ void ImpairedPacketIo::wait(Nanos timeout, bool want_write) {
   }
   // The device asks for POLLOUT when this decorator took fewer packets than offered, which is
   // a full line more often than a full socket: only the latter is worth waking on.
-  inner_->wait(timeout, tx_model_ ? want_write_.load() : want_write);
+  return inner_->wait(timeout, tx_model_ ? want_write_.load() : want_write);
 }
 
 fault::ImpairCounters ImpairedPacketIo::impair_counters() const {

@@ -47,7 +47,7 @@ class ImpairedPacketIo final : public device::PacketIo {
   size_t rx_burst(std::span<device::RxPacket> out) override;
   size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
   void maintain() override { inner_->maintain(); }
-  void wait(Nanos timeout, bool want_write) override;
+  bool wait(Nanos timeout, bool want_write) override;
   void wake() override { inner_->wake(); }
   int cm_capable(bool on) override { return inner_->cm_capable(on); }
   int cm_listen(uint64_t service_id, bool on) override { return inner_->cm_listen(service_id, on); }
@@ -95,7 +95,6 @@ class ImpairedPacketIo final : public device::PacketIo {
   std::array<Line::Packet, 64> batch_{};
   std::array<transport::TxSlot, 64> batch_slots_{};
   bool inner_blocked_ = false;  // the inner driver took fewer due packets than offered
-  bool slack_set_ = false;      // progress thread only (wait)
 
   // Written after every burst (under the device's I/O lock), read by wait() and exporters.
   std::atomic<TimePoint> next_release_{kNever};

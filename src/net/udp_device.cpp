@@ -347,7 +347,7 @@ void UdpPacketIo::wake_if_pending() {
   // A store only when it changes: a sequentially consistent store is a locked instruction,
   // and an empty poll of a busy-polling program runs this every pass.
   if (pending != rx_pending_.load(std::memory_order_relaxed)) rx_pending_.store(pending);
-  if (pending && in_wait_.load()) wake();
+  if (pending && in_wait_.load() != 0) wake();
 }
 
 size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
@@ -442,7 +442,7 @@ void UdpPacketIo::maintain() {
 
 // No maintain() here: wait() runs outside the device's I/O lock, while an application
 // thread may be in rx_burst on the same ports (UdpPort is not thread-safe).
-void UdpPacketIo::wait(Nanos timeout, bool want_write) {
+bool UdpPacketIo::wait(Nanos timeout, bool want_write) {
   std::array<pollfd, 65> fds{};
   size_t n = 0;
   fds[n++] = pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0};
@@ -463,16 +463,18 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
     ts.tv_nsec = timeout.count() % 1'000'000'000;
     tsp = &ts;
   }
-  in_wait_.store(true);
+  in_wait_.fetch_add(1);
   if (rx_pending_.load()) {
     // An application thread's pass left GRO datagrams in a port: read them now.
-    in_wait_.store(false);
+    in_wait_.fetch_sub(1);
     rx_full_check_.store(true, std::memory_order_relaxed);
-    return;
+    return true;
   }
   const int ready = ppoll(fds.data(), n, tsp, nullptr);
-  in_wait_.store(false);
-  if (ready <= 0) return;
+  const int err = errno;
+  in_wait_.fetch_sub(1);
+  if (ready < 0) return err != EINTR;
+  if (ready == 0) return true;
   // Whatever woke us, the next rx_burst looks at every socket (it may be a quiet one).
   rx_full_check_.store(true, std::memory_order_relaxed);
   if ((fds[0].revents & POLLIN) != 0) {
@@ -485,6 +487,7 @@ void UdpPacketIo::wait(Nanos timeout, bool want_write) {
   for (size_t i = ports_at; i < n; ++i) {
     if ((fds[i].revents & POLLERR) != 0) ports_[i - ports_at]->drain_errors();
   }
+  return true;
 }
 
 void UdpPacketIo::wake() {

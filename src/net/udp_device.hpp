@@ -55,7 +55,7 @@ class UdpPacketIo final : public device::PacketIo {
   size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
   [[nodiscard]] bool takes_payload_by_reference() const override { return true; }
   void maintain() override;  // repairs each shared port's reuseport group
-  void wait(Nanos timeout, bool want_write) override;
+  bool wait(Nanos timeout, bool want_write) override;
   void wake() override;
   // On every port (address) of the device; a listen refused on one address is undone on the
   // others and its errno returned.
@@ -136,9 +136,11 @@ class UdpPacketIo final : public device::PacketIo {
   // A receive pass left GRO datagrams in a port (no socket shows them to a poll), and a
   // thread is in wait(): each checks the other's flag after setting its own, so that either
   // wait() returns at once or the pass wakes it. A pass run by the waiting thread itself
-  // (the usual case) then costs no eventfd write.
+  // (the usual case) then costs no eventfd write. A count, not a flag: the progress thread
+  // and an application thread blocked in get_cq_event may both be in wait() for a moment,
+  // and the first to leave must not hide the other.
   std::atomic<bool> rx_pending_{false};
-  std::atomic<bool> in_wait_{false};
+  std::atomic<int> in_wait_{0};
   std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
 };
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/library_thread.hpp"
 #include "ibverbs/uroce_private.h"
 #include "rdmacm/address.hpp"
 #include "rdmacm/state.hpp"
@@ -76,7 +77,7 @@ Runtime::Runtime() {
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  thread_ = std::thread([this] { run(); });
+  thread_ = common::start_library_thread([this] { run(); });
 }
 
 Runtime::~Runtime() {

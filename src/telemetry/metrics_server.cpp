@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 
+#include "common/library_thread.hpp"
 #include "telemetry/prometheus.hpp"
 
 namespace uroce::telemetry {
@@ -104,7 +105,7 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address,
                                                            : where.host.c_str(),
                  static_cast<unsigned>(port));
   }
-  server->thread_ = std::thread([self] {
+  server->thread_ = common::start_library_thread([self] {
     self->http_->listen_after_bind();
     self->listen_returned_.store(true);
   });

@@ -1,12 +1,15 @@
 /* A C verbs program linked against the drop-in (build/lib/libibverbs.so.1), run by
  * ibverbs_events_test.cpp: non-blocking completion channel and async fd, then one UD
  * datagram to itself through the GID at argv[1] (1: ::ffff:127.0.0.1 on lo), printing the
- * receive completion and its 40-byte GRH area. Every line it prints is checked exactly. */
+ * receive completion and its 40-byte GRH area, then a signal ending a blocked
+ * ibv_get_cq_event. Every line it prints is checked exactly. */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,26 @@ static void* post_later(void* arg) {
   struct ibv_send_wr* bad;
   d->rc = ibv_post_send(d->qp, d->wr, &bad);
   return NULL;
+}
+
+struct blocked_get {
+  struct ibv_comp_channel* ch;
+  int rc;
+  int err;
+};
+
+static void* get_blocking(void* arg) {
+  struct blocked_get* g = arg;
+  struct ibv_cq* cq;
+  void* ctx;
+  errno = 0;
+  g->rc = ibv_get_cq_event(g->ch, &cq, &ctx);
+  g->err = errno;
+  return NULL;
+}
+
+static void on_signal(int sig) {
+  (void)sig;
 }
 
 static double now_ms(void) {
@@ -166,6 +189,38 @@ int main(int argc, char** argv) {
   errno = 0;
   rc = ibv_get_cq_event(ch, &ev_cq, &ev_ctx);
   printf("drained ibv_get_cq_event: %d %s\n", rc, errno == EAGAIN ? "EAGAIN" : strerror(errno));
+
+  /* A signal sent to the process ends a blocking ibv_get_cq_event in another thread with
+   * EINTR, as it ends a read of the kernel's channel fd: the library's own threads never take
+   * it. The main thread blocks it, so the waiting thread is the only one of the program's that
+   * may; one signal, sent once. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal; /* no SA_RESTART */
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+  CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+  set_nonblock(ch->fd, 0);
+  struct blocked_get g = {.ch = ch, .rc = 0, .err = 0};
+  pthread_t getter;
+  CHECK(pthread_create(&getter, NULL, get_blocking, &g) == 0, "pthread_create");
+  sigset_t usr1; /* blocked here after the getter started: it must not inherit the block */
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  CHECK(pthread_sigmask(SIG_BLOCK, &usr1, NULL) == 0, "pthread_sigmask");
+  usleep(200 * 1000); /* blocked by now; a signal before the wait would be kept pending */
+  CHECK(kill(getpid(), SIGUSR1) == 0, "kill");
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  if (pthread_timedjoin_np(getter, NULL, &until) != 0) {
+    printf("signal ends a blocking ibv_get_cq_event: no, still blocked after 10 s\n");
+    fflush(stdout);
+    _exit(1);
+  }
+  printf("signal ends a blocking ibv_get_cq_event: %d %s\n", g.rc,
+         g.err == EINTR ? "EINTR" : strerror(g.err));
+  set_nonblock(ch->fd, 1);
 
   CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
   CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");

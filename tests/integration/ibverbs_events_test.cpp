@@ -1,9 +1,10 @@
 // Completion channel and async fd semantics over the drop-in, driven by a C program linked
 // against build/lib/libibverbs.so.1 (ibverbs_events_prog.c): O_NONBLOCK set by the
 // application gives EAGAIN when nothing is queued, as the kernel's uverbs fds do (UCX relies
-// on it); poll() on the fd wakes on a completion; a blocking fd waits. Also the UD receive
-// completion and the GRH area exactly (docs/ibverbs.md). `sl` is the RoCE packet type as
-// mlx5 reports it (docs/ibverbs.md, "UD receive completions"): 0xA over IPv4, 0x9 over IPv6.
+// on it); poll() on the fd wakes on a completion; a blocking fd waits, and a signal sent to
+// the process ends that wait with EINTR. Also the UD receive completion and the GRH area
+// exactly (docs/ibverbs.md). `sl` is the RoCE packet type as mlx5 reports it (docs/ibverbs.md,
+// "UD receive completions"): 0xA over IPv4, 0x9 over IPv6.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -52,6 +53,7 @@ TEST(IbverbsEvents, NonBlockingChannelAndAsyncFdThenUdReceiveOverIpv4) {
                 grh +
                 "payload equal\n"
                 "drained ibv_get_cq_event: -1 EAGAIN\n"
+                "signal ends a blocking ibv_get_cq_event: -1 EINTR\n"
                 "done\n");
 }
 
@@ -76,6 +78,7 @@ TEST(IbverbsEvents, UdReceiveOverIpv6) {
                 grh +
                 "payload equal\n"
                 "drained ibv_get_cq_event: -1 EAGAIN\n"
+                "signal ends a blocking ibv_get_cq_event: -1 EINTR\n"
                 "done\n");
 }
 

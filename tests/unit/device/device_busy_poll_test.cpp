@@ -9,9 +9,6 @@
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <string>
 #include <thread>
 
 #include "device_fixture.hpp"
@@ -24,12 +21,6 @@ using namespace std::chrono_literals;
 constexpr uint8_t kRcSendOnly = 0x04;     // IBTA 9.2 Table 38: RC SEND Only
 constexpr uint8_t kRcWriteOnly = 0x0A;    // RC RDMA WRITE Only
 constexpr uint8_t kRcAcknowledge = 0x11;  // RC Acknowledge
-
-void connect_pair(QueuePair& qa, QueuePair& qb) {
-  ConnectOptions opt;
-  ASSERT_TRUE(connect_qp(qa, 100, QpEndpoint{qb.qp_num(), 200, fake_gid(2)}, opt));
-  ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, fake_gid(1)}, opt));
-}
 
 // How one side of an RcPair runs (make_fake_device's options).
 struct DeviceSpec {
@@ -45,7 +36,7 @@ struct RcPair {
         b(make_fake_device(wire, 2, 0x2000, sb.thread, sb.handoff, sb.drives)),
         qa(a.make_qp(QpType::kRc)),
         qb(b.make_qp(QpType::kRc)) {
-    connect_pair(qa, qb);
+    connect_rc_pair(qa, qb);
   }
   FakeWire wire;
   Side a;
@@ -65,25 +56,6 @@ SendWr write_wr(Side& from, Side& to, size_t offset, uint32_t len, uint64_t wr_i
   wr.sg_list = std::span<const Sge>(&sge, 1);
   wr.rdma = {reinterpret_cast<uint64_t>(to.buf.data() + offset), to.mr.rkey()};
   return wr;
-}
-
-// What device `from` put on the wire, from log entry `first` on.
-std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t first = 0) {
-  std::vector<uint8_t> out;
-  const auto log = wire.sent_log();
-  for (size_t i = first; i < log.size(); ++i) {
-    if (log[i].from == from) out.push_back(log[i].opcode);
-  }
-  return out;
-}
-
-// The tx_burst call (FakeWire::Sent::burst) of each packet device `from` put on the wire.
-std::vector<uint64_t> bursts_from(const FakeWire& wire, uint8_t from) {
-  std::vector<uint64_t> out;
-  for (const FakeWire::Sent& s : wire.sent_log()) {
-    if (s.from == from) out.push_back(s.burst);
-  }
-  return out;
 }
 
 // Polls `side`'s empty CQ like a busy-polling program, long enough for its progress thread
@@ -108,7 +80,7 @@ class BusyPollTest : public ::testing::Test {
         qb_(b_.make_qp(QpType::kRc)) {}
 
   void SetUp() override {
-    connect_pair(qa_, qb_);
+    connect_rc_pair(qa_, qb_);
     post_recv(qa_, a_, 4096, 1);
     post_recv(qb_, b_, 4096, 2);
     busy_poll(b_);
@@ -327,24 +299,6 @@ TEST(FlushSends, PostedWorkLeavesWithoutAProgressThreadOrAPass) {
   EXPECT_EQ(r.wr_id, 2u);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(b.buf.data() + 4096, "bye.....", 8), 0);
-}
-
-// The voluntary context switches of this process's one thread named uroce-progress (-1 if
-// there is not exactly one).
-int64_t progress_thread_switches() {
-  int64_t found = -1;
-  int threads = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (!std::getline(comm, name) || name != "uroce-progress") continue;
-    ++threads;
-    std::ifstream status(task.path() / "status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.starts_with("voluntary_ctxt_switches:")) found = std::stoll(line.substr(24));
-    }
-  }
-  return threads == 1 ? found : -1;
 }
 
 // While the application keeps polling, its parked progress thread sleeps: it does not wake

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,6 +78,50 @@ inline void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) 
 inline void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
   const Sge sge = side.mr.sge(offset, 64);
   ASSERT_TRUE(qp.post_recv(RecvWr{wr_id, std::span<const Sge>(&sge, 1)}));
+}
+
+// Connects qa (device 1) and qb (device 2) with PSNs 100 / 200 and default options.
+inline void connect_rc_pair(QueuePair& qa, QueuePair& qb) {
+  ConnectOptions opt;
+  ASSERT_TRUE(connect_qp(qa, 100, QpEndpoint{qb.qp_num(), 200, fake_gid(2)}, opt));
+  ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, fake_gid(1)}, opt));
+}
+
+// What device `from` put on the wire, from log entry `first` on.
+inline std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t first = 0) {
+  std::vector<uint8_t> out;
+  const auto log = wire.sent_log();
+  for (size_t i = first; i < log.size(); ++i) {
+    if (log[i].from == from) out.push_back(log[i].opcode);
+  }
+  return out;
+}
+
+// The tx_burst call (FakeWire::Sent::burst) of each packet device `from` put on the wire.
+inline std::vector<uint64_t> bursts_from(const FakeWire& wire, uint8_t from) {
+  std::vector<uint64_t> out;
+  for (const FakeWire::Sent& s : wire.sent_log()) {
+    if (s.from == from) out.push_back(s.burst);
+  }
+  return out;
+}
+
+// The voluntary context switches of this process's one thread named uroce-progress (-1 if
+// there is not exactly one).
+inline int64_t progress_thread_switches() {
+  int64_t found = -1;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "uroce-progress") continue;
+    ++threads;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("voluntary_ctxt_switches:")) found = std::stoll(line.substr(24));
+    }
+  }
+  return threads == 1 ? found : -1;
 }
 
 class DevicePairTest : public ::testing::Test {

@@ -31,7 +31,7 @@ bool FakeIo::takes_payload_by_reference() const {
   return wire_.by_reference;
 }
 
-void FakeIo::wait(Nanos timeout, bool) {
+bool FakeIo::wait(Nanos timeout, bool) {
   std::unique_lock lock(mu_);
   auto ready = [&] { return woken_ || !queue_.empty(); };
   if (timeout.count() < 0) {
@@ -40,6 +40,7 @@ void FakeIo::wait(Nanos timeout, bool) {
     cv_.wait_for(lock, timeout, ready);
   }
   woken_ = false;
+  return true;
 }
 
 void FakeIo::wake() {
@@ -112,7 +113,7 @@ class AttachedIo final : public device::PacketIo {
   [[nodiscard]] bool takes_payload_by_reference() const override {
     return io_.takes_payload_by_reference();
   }
-  void wait(Nanos t, bool w) override { io_.wait(t, w); }
+  bool wait(Nanos t, bool w) override { return io_.wait(t, w); }
   void wake() override { io_.wake(); }
   [[nodiscard]] bool can_send_from(const device::Gid& s) const override {
     return io_.can_send_from(s);
@@ -128,7 +129,8 @@ class AttachedIo final : public device::PacketIo {
 std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint32_t qpn_base,
                                                  bool progress_thread, Nanos app_handoff,
                                                  bool app_calls_drive,
-                                                 std::shared_ptr<device::DeviceObserver> observer) {
+                                                 std::shared_ptr<device::DeviceObserver> observer,
+                                                 Nanos max_sleep) {
   device::DeviceConfig cfg;
   cfg.name = "fake" + std::to_string(n);
   cfg.node_guid = device::node_guid_from_mac({0x02, 0, 0, 0, 0, n});
@@ -151,6 +153,7 @@ std::shared_ptr<device::Device> make_fake_device(FakeWire& wire, uint8_t n, uint
   cfg.progress.thread = progress_thread;
   cfg.progress.app_calls_drive = app_calls_drive;
   if (app_handoff >= Nanos::zero()) cfg.progress.app_handoff = app_handoff;
+  if (max_sleep >= Nanos::zero()) cfg.progress.max_sleep = max_sleep;
   cfg.observer = std::move(observer);
   return std::make_shared<device::Device>(cfg, std::make_unique<AttachedIo>(wire, fake_gid(n)));
 }

@@ -24,7 +24,7 @@ class FakeIo final : public device::PacketIo {
   size_t rx_burst(std::span<device::RxPacket> out) override;
   size_t tx_burst(std::span<const transport::TxSlot> pkts) override;
   [[nodiscard]] bool takes_payload_by_reference() const override;
-  void wait(Nanos timeout, bool want_write) override;
+  bool wait(Nanos timeout, bool want_write) override;
   void wake() override;
   [[nodiscard]] bool can_send_from(const device::Gid& source) const override {
     return source == gid_;
@@ -83,10 +83,12 @@ device::Gid fake_gid(uint8_t n);
 // app_handoff: ProgressOptions::app_handoff (how long the progress thread stays parked after
 // the application's busy polls); negative: the default. app_calls_drive: whether posts and
 // polls move packets themselves (ProgressOptions::app_calls_drive). observer: telemetry's
-// view of the device (DeviceConfig::observer).
+// view of the device (DeviceConfig::observer). max_sleep: ProgressOptions::max_sleep (the
+// longest one wait() may last; negative: the default), long in a test where a missed wake-up
+// must show as a hang rather than as a late event.
 std::shared_ptr<device::Device> make_fake_device(
     FakeWire& wire, uint8_t n, uint32_t qpn_base, bool progress_thread = true,
     Nanos app_handoff = Nanos(-1), bool app_calls_drive = true,
-    std::shared_ptr<device::DeviceObserver> observer = nullptr);
+    std::shared_ptr<device::DeviceObserver> observer = nullptr, Nanos max_sleep = Nanos(-1));
 
 }  // namespace uroce::test

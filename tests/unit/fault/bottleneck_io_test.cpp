@@ -51,7 +51,7 @@ class MemoryIo final : public device::PacketIo {
     }
     return pkts.size();
   }
-  void wait(Nanos, bool) override {}
+  bool wait(Nanos, bool) override { return true; }
   void wake() override {}
   [[nodiscard]] bool can_send_from(const device::Gid&) const override { return true; }
   [[nodiscard]] device::IoCounters io_counters() const override { return {}; }

@@ -51,9 +51,10 @@ class MemoryIo final : public device::PacketIo {
     }
     return n;
   }
-  void wait(Nanos timeout, bool want_write) override {
+  bool wait(Nanos timeout, bool want_write) override {
     last_timeout = timeout;
     last_want_write = want_write;
+    return true;
   }
   void wake() override { ++wakes; }
   [[nodiscard]] bool can_send_from(const device::Gid&) const override { return true; }
