@@ -231,6 +231,12 @@ class Device {
   void hand_to_thread();  // work this thread leaves: the progress thread must not sleep on it
   void park();            // progress thread: sleep while app_driving(), or until unparked
   void unpark();          // any thread: end park() now (stop_ or the handoff changed)
+  // Before a sleep in io_->wait(), by the progress thread or a waiter: raises sleeping_
+  // (the caller lowers it when it wakes), then reads the engine's next deadline; nullopt when
+  // there is work instead (WQEs to build, a kick).
+  std::optional<TimePoint> begin_sleep();
+  // io_->wait(), with sleep_until_ns_ published meanwhile; false when a signal ended it.
+  bool sleep_in_io(Nanos timeout, bool want_write);
   // Blocking waits that drive the device (event_wait.cpp).
   Result<CqId> take_event(ChannelId ch, EventQueue<CqId>& queue, Nanos timeout);
   EventQueue<CqId>* channel_queue(ChannelId ch);

@@ -126,18 +126,11 @@ Result<CqId> Device::drive_cq_event(ChannelId ch, Nanos timeout) {
       io_->wake();
       std::this_thread::yield();
     }
-    // As the progress thread sleeps (progress_loop): sleeping_ first, then the checks.
-    sleeping_.fetch_add(1);
-    TimePoint wake_at = kNever;
-    bool has_tx = false;
-    {
-      std::lock_guard lock(engine_mu_);
-      wake_at = engine_.next_deadline();
-      has_tx = engine_.has_tx();
-    }
-    const bool kicked = kicked_.exchange(false);
+    // As the progress thread sleeps (progress_loop).
+    const std::optional<TimePoint> next = begin_sleep();
     bool interrupted = false;
-    if (!has_tx && !kicked) {
+    if (next) {
+      TimePoint wake_at = *next;
       if (config_.observer) wake_at = std::min(wake_at, config_.observer->on_idle(now(), *this));
       wake_at = std::min(wake_at, deadline);
       // The ports' housekeeping, as the progress thread does it before it sleeps: now if due,
@@ -151,9 +144,7 @@ Result<CqId> Device::drive_cq_event(ChannelId ch, Nanos timeout) {
       }
       const Nanos sleep_for =
           std::min(std::max(wake_at - before, Nanos::zero()), Nanos(config_.progress.max_sleep));
-      sleep_until_ns_.store((before + sleep_for).count());
-      interrupted = !io_->wait(sleep_for, want_write);
-      sleep_until_ns_.store(INT64_MAX);
+      interrupted = !sleep_in_io(sleep_for, want_write);
     }
     sleeping_.fetch_sub(1);
     last_work = now();

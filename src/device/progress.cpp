@@ -416,6 +416,29 @@ void Device::hand_to_thread() {
   if (sleeping_.load() != 0) io_->wake();
 }
 
+std::optional<TimePoint> Device::begin_sleep() {
+  sleeping_.fetch_add(1);
+  TimePoint deadline = kNever;
+  bool has_tx = false;
+  {
+    std::lock_guard lock(engine_mu_);
+    deadline = engine_.next_deadline();
+    has_tx = engine_.has_tx();
+  }
+  // A kick that came while this thread held the I/O may have left events (a flush
+  // completion of a post_recv in ERR) that has_tx() does not show.
+  const bool kicked = kicked_.exchange(false);
+  if (has_tx || kicked) return std::nullopt;
+  return deadline;
+}
+
+bool Device::sleep_in_io(Nanos timeout, bool want_write) {
+  sleep_until_ns_.store((now() + timeout).count());
+  const bool whole = io_->wait(timeout, want_write);
+  sleep_until_ns_.store(INT64_MAX);
+  return whole;
+}
+
 void Device::progress_loop() {
   if (!config_.progress.cpus.empty()) {
     // open_udp_device checked the CPUs against the process's mask; should one have gone
@@ -466,20 +489,11 @@ void Device::progress_loop() {
     }
     if (t - last_work < config_.progress.spin && !want_write) continue;
 
-    sleeping_.fetch_add(1);
-    TimePoint deadline = kNever;
-    bool has_tx = false;
-    {
-      std::lock_guard lock(engine_mu_);
-      deadline = engine_.next_deadline();
-      has_tx = engine_.has_tx();
-    }
-    // A kick that came while this thread held the I/O may have left events (a flush
-    // completion of a post_recv in ERR) that has_tx() does not show.
-    const bool kicked = kicked_.exchange(false);
+    const std::optional<TimePoint> next = begin_sleep();
     // A get_cq_event that drives the device began: park instead (enter_waiter reads
     // sleeping_ after publishing itself, so one of the two sees the other).
-    if (!has_tx && !kicked && !stop_.load() && waiting_channel_.load() == 0) {
+    if (next && !stop_.load() && waiting_channel_.load() == 0) {
+      TimePoint deadline = *next;
       if (config_.observer) deadline = std::min(deadline, config_.observer->on_idle(now(), *this));
       Nanos timeout = config_.progress.max_sleep;
       if (deadline != kNever) timeout = std::clamp(deadline - now(), Nanos::zero(), timeout);
@@ -498,9 +512,7 @@ void Device::progress_loop() {
       } else {
         timeout = std::min(timeout, maintain_at - before_sleep);
       }
-      sleep_until_ns_.store((now() + timeout).count());
-      io_->wait(timeout, want_write);
-      sleep_until_ns_.store(INT64_MAX);
+      (void)sleep_in_io(timeout, want_write);
     }
     sleeping_.fetch_sub(1);
     last_work = now();

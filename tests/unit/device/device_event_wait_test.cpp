@@ -50,6 +50,35 @@ struct Armed {
   CompletionQueue cq;
 };
 
+// How the two sides of an EventPair run (make_fake_device's options); negative: the default.
+struct PairSpec {
+  bool a_thread = true;
+  bool b_thread = true;
+  Nanos b_handoff = Nanos(-1);
+  Nanos b_max_sleep = Nanos(-1);
+  bool by_reference = false;  // FakeWire::by_reference
+};
+
+// Device 1 (a) and device 2 (b) on one wire, an RC QP on each, connected (path MTU 1024,
+// local ACK timeout 14: 67 ms); b's QP completes on a CQ with a channel (eb).
+struct EventPair {
+  explicit EventPair(const PairSpec& spec)
+      : a((wire.by_reference = spec.by_reference, make_fake_device(wire, 1, 0x100, spec.a_thread))),
+        b(make_fake_device(wire, 2, 0x2000, spec.b_thread, spec.b_handoff, true, nullptr,
+                           spec.b_max_sleep)),
+        eb(b),
+        qa(a.make_qp(QpType::kRc)),
+        qb(eb.make_qp(b)) {
+    connect_rc_pair(qa, qb);
+  }
+  FakeWire wire;
+  Side a;
+  Side b;
+  Armed eb;
+  QueuePair qa;
+  QueuePair qb;
+};
+
 // get_event on another thread; join() returns its result. A wake-up the waiter missed shows
 // as an event taken only when the wait's timeout (20 s) ended its sleep: joined_in_time()
 // tells it from one taken at once.
@@ -107,14 +136,8 @@ std::vector<Wc> event_driven_wait(Armed& armed, size_t want) {
 TEST(BlockingGetEvent, TheWaitersPassHoldsItsAckToLeaveBehindTheReply) {
   for (const bool by_reference : {false, true}) {
     SCOPED_TRACE(by_reference ? "payloads by reference" : "payloads copied");
-    FakeWire wire;
-    wire.by_reference = by_reference;
-    Side a(make_fake_device(wire, 1, 0x100));
-    Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
-    Armed eb(b);
-    QueuePair qa = a.make_qp(QpType::kRc);
-    QueuePair qb = eb.make_qp(b);
-    connect_rc_pair(qa, qb);  // path MTU 1024: a 1 KiB reply is one packet
+    EventPair p({.b_thread = false, .by_reference = by_reference});
+    auto& [wire, a, b, eb, qa, qb] = p;  // path MTU 1024: a 1 KiB reply is one packet
     const uint32_t reply_len = by_reference ? 1024 : 8;
     const Sge reply_to = a.mr.sge(4096, reply_len);
     ASSERT_TRUE(qa.post_recv(RecvWr{1, std::span<const Sge>(&reply_to, 1)}));
@@ -137,13 +160,7 @@ TEST(BlockingGetEvent, TheWaitersPassHoldsItsAckToLeaveBehindTheReply) {
     EXPECT_EQ(std::memcmp(b.buf.data() + 4096, "ping....", 8), 0);
 
     for (uint32_t i = 0; i < reply_len; ++i) b.buf[i] = static_cast<uint8_t>(i * 7 + 1);
-    const Sge reply = b.mr.sge(0, reply_len);
-    SendWr wr;
-    wr.wr_id = 20;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = std::span<const Sge>(&reply, 1);
-    ASSERT_TRUE(qb.post_send(wr));
+    post_send(qb, b, 0, 20, reply_len);
     EXPECT_EQ(opcodes_from(wire, 2), (std::vector<uint8_t>{kRcSendOnly, kRcAcknowledge}));
     const std::vector<uint64_t> bursts = bursts_from(wire, 2);
     ASSERT_EQ(bursts.size(), 2u);
@@ -166,13 +183,8 @@ TEST(BlockingGetEvent, TheWaitersPassHoldsItsAckToLeaveBehindTheReply) {
 // again once per round. Now B's blocked get_cq_event receives the packet and the thread stays
 // parked. A has no progress thread, so B's is the process's only one (its switches counted).
 TEST(BlockingGetEvent, TheProgressThreadSleepsThroughAnEventDrivenPingPong) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100, /*progress_thread=*/false));
-  Side b(make_fake_device(wire, 2, 0x2000, true, kLongHandoff));
-  Armed eb(b);
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = eb.make_qp(b);
-  connect_rc_pair(qa, qb);
+  EventPair p({.a_thread = false, .b_handoff = kLongHandoff});
+  auto& [wire, a, b, eb, qa, qb] = p;
   constexpr int kRounds = 200;
 
   // A: a busy-polling echo that answers each message 200 us after it came, with its bytes.
@@ -217,13 +229,8 @@ TEST(BlockingGetEvent, TheProgressThreadSleepsThroughAnEventDrivenPingPong) {
 // that raises an event (a move to ERR flushes a receive) must wake it: the progress thread is
 // parked, and the waiter would sleep out its 20 s.
 TEST(BlockingGetEvent, AnEventRaisedByAnotherThreadsCallWakesTheWaiter) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, true, kLongHandoff, true, nullptr, kMinute));
-  Armed eb(b);
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = eb.make_qp(b);
-  connect_rc_pair(qa, qb);
+  EventPair p({.b_handoff = kLongHandoff, .b_max_sleep = kMinute});
+  auto& [wire, a, b, eb, qa, qb] = p;
   post_recv(qb, b, 4096, 7);
   ASSERT_TRUE(eb.cq.req_notify(false));
 
@@ -246,13 +253,8 @@ TEST(BlockingGetEvent, AnEventRaisedByAnotherThreadsCallWakesTheWaiter) {
 // B's SEND is lost; only B's timer can send it again. B's progress thread is parked for the
 // blocked get_cq_event, so the waiter must run the engine's timers itself.
 TEST(BlockingGetEvent, TheWaiterRunsTheRetransmissionTimer) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, true, kLongHandoff, true, nullptr, kMinute));
-  Armed eb(b);
-  QueuePair qa = a.make_qp(QpType::kRc);
-  QueuePair qb = eb.make_qp(b);
-  connect_rc_pair(qa, qb);  // local ACK timeout 14: 67 ms
+  EventPair p({.b_handoff = kLongHandoff, .b_max_sleep = kMinute});
+  auto& [wire, a, b, eb, qa, qb] = p;
   post_recv(qa, a, 4096, 1);
   ASSERT_TRUE(eb.cq.req_notify(false));
 
@@ -323,15 +325,10 @@ TEST(BlockingGetEvent, TwoThreadsBlockedOnTwoChannelsEachGetTheirOwnEvent) {
 }
 
 TEST(BlockingGetEvent, ATimeoutEndsTheWaitAndTheNextWaitStillGetsItsEvent) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
   for (const bool thread : {true, false}) {
     SCOPED_TRACE(thread ? "with a progress thread" : "without a progress thread");
-    Side b(make_fake_device(wire, 2, 0x2000, thread));
-    Armed eb(b);
-    QueuePair qa = a.make_qp(QpType::kRc);
-    QueuePair qb = eb.make_qp(b);
-    connect_rc_pair(qa, qb);
+    EventPair p({.b_thread = thread});
+    auto& [wire, a, b, eb, qa, qb] = p;
     post_recv(qb, b, 4096, 5);
     ASSERT_TRUE(eb.cq.req_notify(false));
     EXPECT_EQ(eb.channel.get_event(30ms).status().code(), EAGAIN);

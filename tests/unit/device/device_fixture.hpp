@@ -63,9 +63,9 @@ inline Wc wait_wc(CompletionQueue& cq,
   return wc;
 }
 
-// A signaled 8-byte SEND of `side`'s buffer at `offset`.
-inline void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
-  const Sge sge = side.mr.sge(offset, 8);
+// A signaled SEND of `len` bytes of `side`'s buffer at `offset`.
+inline void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id, uint32_t len = 8) {
+  const Sge sge = side.mr.sge(offset, len);
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kSend;

@@ -48,13 +48,7 @@ void write_and_send(ByReferencePair& p) {
 
   const Sge rsge = p.a->mr.sge(500000, 8192);
   ASSERT_TRUE(qa.post_recv(RecvWr{7, std::span<const Sge>(&rsge, 1)}));
-  const Sge ssge = p.b->mr.sge(4096 + 300, 5000);
-  SendWr s;
-  s.wr_id = 2;
-  s.opcode = WrOpcode::kSend;
-  s.send_flags = kSendSignaled;
-  s.sg_list = std::span<const Sge>(&ssge, 1);
-  ASSERT_TRUE(qb.post_send(s));
+  post_send(qb, *p.b, 4096 + 300, 2, 5000);
   wc = wait_wc(p.a->cq);
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_EQ(wc.byte_len, 5000u);
