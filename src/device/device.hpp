@@ -128,9 +128,9 @@ class Device {
   // the device: it sleeps in the PacketIo's wait() and runs the passes itself, and the
   // progress thread stays parked until app_handoff after the last such wait, so a packet
   // that completes a WR wakes one thread, not the progress thread and then this one
-  // (event_wait.cpp). EINTR: a signal came. EBUSY: another thread drives a wait, or this
-  // device does not hand over (a progress thread without its park timer, or
-  // app_calls_drive off): wait on channel_fd(ch) instead. EAGAIN: `timeout` passed.
+  // (event_wait.cpp). While another thread drives, it waits on its channel. EINTR: a signal
+  // came. EBUSY: this device does not hand over (a progress thread without its park timer,
+  // or app_calls_drive off): wait on channel_fd(ch) instead. EAGAIN: `timeout` passed.
   Result<CqId> drive_cq_event(ChannelId ch, Nanos timeout);
 
   // ---- Async events (ibv_get_async_event): QP fatal, SRQ limit, last WQE, CQ error.
@@ -317,6 +317,8 @@ class Device {
   std::atomic<uint32_t> waiting_channel_{0};
   std::atomic<int64_t> waiter_left_ns_{0};
   std::atomic<bool> parked_for_waiter_{false};
+  // Threads blocked in drive_cq_event on their channel while another thread drives.
+  std::atomic<int> waiting_elsewhere_{0};
   bool waiter_pass_ = false;   // guarded by io_mu_: the pass running is the waiter's
   TimePoint maintained_at_{};  // guarded by io_mu_: the last maintain_io_locked()
   // How long one park() sleeps at most: the parked thread still runs the ports'

@@ -12,7 +12,8 @@
 // (Device::hold_acks) so they leave with the program's reply. Meanwhile the progress thread
 // parks on its park timer (park_timer.hpp), and stays parked until app_handoff after the
 // last such wait ends: a program that gets an event, replies and blocks again never wakes
-// it. One thread at a time drives a wait; other blocked threads wait on their channel.
+// it. One thread at a time drives a wait; other blocked threads wait on their channel, and
+// a driver that leaves while they do hands the device to the progress thread at once.
 //
 // Hand-over, without lost wake-ups (all sequentially consistent):
 //   - the waiter publishes waiting_channel_, then reads sleeping_: a progress thread asleep
@@ -24,7 +25,10 @@
 //   - the leaving waiter clears waiting_channel_, then pulls the parked thread's timer in to
 //     app_handoff from now; the parked thread sets its timer, then reads waiting_channel_
 //     again, so a timer set long for a waiter that just left is corrected by one of them.
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "device/device.hpp"
@@ -36,6 +40,23 @@ namespace {
 Nanos until(TimePoint deadline, TimePoint t) {
   if (deadline == kNever) return Nanos(-1);
   return std::max(deadline - t, Nanos::zero());
+}
+
+// Waits until `fd` is readable or `timeout` (negative: no limit) passes: 0, EAGAIN, or EINTR
+// when a signal came (so that the drop-in's blocked ibv_get_cq_event returns it).
+int wait_readable(int fd, Nanos timeout) {
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  timespec ts{};
+  timespec* tsp = nullptr;
+  if (timeout.count() >= 0) {
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+    tsp = &ts;
+  }
+  const int n = ppoll(&p, 1, tsp, nullptr);
+  if (n > 0) return 0;
+  if (n == 0) return EAGAIN;
+  return errno == EINTR ? EINTR : 0;
 }
 
 }  // namespace
@@ -87,7 +108,22 @@ Result<CqId> Device::drive_cq_event(ChannelId ch, Nanos timeout) {
   end_app_driving();
   const TimePoint start = now();
   const TimePoint deadline = timeout.count() < 0 ? kNever : start + timeout;
-  if (!enter_waiter(ch, start)) return Status(EBUSY, "another thread drives the device");
+  for (;;) {
+    if (Result<CqId> r = take_event(ch, *queue, Nanos::zero())) return r;
+    // Counted before trying: a driver leaving meanwhile either lets this thread in or sees
+    // the count and hands the device to the progress thread (leave_waiter).
+    waiting_elsewhere_.fetch_add(1);
+    if (enter_waiter(ch, now())) {
+      waiting_elsewhere_.fetch_sub(1);
+      break;
+    }
+    // Another thread drives: wait on this channel, whose event the pass that raises it
+    // pushes (the driver's, or the progress thread's once that driver has left).
+    const int rc = wait_readable(queue->fd(), until(deadline, now()));
+    waiting_elsewhere_.fetch_sub(1);
+    if (rc == EINTR) return Status(EINTR, "a signal interrupted the wait");
+    if (rc == EAGAIN && now() >= deadline) return Status(EAGAIN, "no completion event in time");
+  }
   struct Leave {
     Device* dev;
     ~Leave() { dev->leave_waiter(); }
@@ -171,6 +207,14 @@ void Device::leave_waiter() {
   waiter_left_ns_.store(t.count(), std::memory_order_relaxed);
   waiting_channel_.store(0);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // park_for_waiter's fire_at
+  if (waiting_elsewhere_.load() != 0) {
+    // Another thread is blocked on its channel and nobody would drive for it until the
+    // handoff ran out: the progress thread takes over now (it reads waiter_left_ns_ after
+    // raising parked_for_waiter_, so one of the two sees the other).
+    waiter_left_ns_.store(0);
+    if (parked_for_waiter_.load()) park_timer_->wake();
+    return;
+  }
   // After a long wait the parked thread's timer is far off (park_for_waiter): bring it to
   // a handoff from now, so that the thread takes over if no wait follows.
   const TimePoint take_over = t + config_.progress.app_handoff;
@@ -196,8 +240,7 @@ void Device::park_for_waiter() {
     const Nanos longest = std::max(config_.progress.max_sleep, kParkLongest);
     TimePoint wake_at = t + longest;
     if (!waiting) {
-      wake_at = TimePoint(Nanos(waiter_left_ns_.load(std::memory_order_relaxed))) +
-                config_.progress.app_handoff;
+      wake_at = TimePoint(Nanos(waiter_left_ns_.load())) + config_.progress.app_handoff;
       if (wake_at <= t) break;
     }
     if (park_timer_->fires_at() != wake_at) park_timer_->fire_at(wake_at);

@@ -324,6 +324,44 @@ TEST(BlockingGetEvent, TwoThreadsBlockedOnTwoChannelsEachGetTheirOwnEvent) {
   }
 }
 
+// The driving waiter gets its event and leaves while a second thread is still blocked on its
+// own channel: the progress thread must take over at once. With a one-minute handoff nobody
+// would drive for the second thread otherwise, and its wait would run out.
+TEST(BlockingGetEvent, ADriverThatLeavesHandsTheOtherWaitersToTheProgressThread) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, true, kMinute, true, nullptr, kMinute));
+  Armed e1(b);
+  Armed e2(b);
+  QueuePair qa1 = a.make_qp(QpType::kRc);
+  QueuePair qa2 = a.make_qp(QpType::kRc);
+  QueuePair qb1 = e1.make_qp(b);
+  QueuePair qb2 = e2.make_qp(b);
+  connect_rc_pair(qa1, qb1);
+  connect_rc_pair(qa2, qb2);
+  post_recv(qb1, b, 4096, 1);
+  post_recv(qb2, b, 8192, 2);
+  ASSERT_TRUE(e1.cq.req_notify(false));
+  ASSERT_TRUE(e2.cq.req_notify(false));
+
+  BlockedGet first(e1.channel, kEventTimeout);
+  std::this_thread::sleep_for(50ms);  // most likely driving by now
+  BlockedGet second(e2.channel, kEventTimeout);
+  std::this_thread::sleep_for(50ms);  // most likely waiting on its channel by now
+  post_send(qa1, a, 0, 10);
+  const Result<CqId> ev1 = first.join();  // the driver has its event and has left
+  ASSERT_TRUE(ev1.is_ok()) << ev1.status().message();
+  post_send(qa2, a, 64, 20);
+  const Result<CqId> ev2 = second.join();
+  ASSERT_TRUE(ev2.is_ok()) << ev2.status().message();
+  EXPECT_TRUE(second.joined_in_time()) << "the second waiter's event waited for its timeout";
+  EXPECT_EQ(*ev2, e2.cq.id());
+  e1.cq.ack_events(1);
+  e2.cq.ack_events(1);
+  EXPECT_EQ(wait_wc(e1.cq).wr_id, 1u);
+  EXPECT_EQ(wait_wc(e2.cq).wr_id, 2u);
+}
+
 TEST(BlockingGetEvent, ATimeoutEndsTheWaitAndTheNextWaitStillGetsItsEvent) {
   for (const bool thread : {true, false}) {
     SCOPED_TRACE(thread ? "with a progress thread" : "without a progress thread");
