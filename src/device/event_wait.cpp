@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "common/ppoll_timeout.hpp"
 #include "device/device.hpp"
 
 namespace uroce::device {
@@ -47,13 +48,7 @@ Nanos until(TimePoint deadline, TimePoint t) {
 int wait_readable(int fd, Nanos timeout) {
   pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
   timespec ts{};
-  timespec* tsp = nullptr;
-  if (timeout.count() >= 0) {
-    ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
-    tsp = &ts;
-  }
-  const int n = ppoll(&p, 1, tsp, nullptr);
+  const int n = ppoll(&p, 1, common::ppoll_timeout(timeout, ts), nullptr);
   if (n > 0) return 0;
   if (n == 0) return EAGAIN;
   return errno == EINTR ? EINTR : 0;

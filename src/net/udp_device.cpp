@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/ppoll_timeout.hpp"
 #include "fault/impair_spec.hpp"
 #include "net/cc_env.hpp"
 #include "net/impaired_packet_io.hpp"
@@ -457,12 +458,7 @@ bool UdpPacketIo::wait(Nanos timeout, bool want_write) {
                       .revents = 0};
   }
   timespec ts{};
-  timespec* tsp = nullptr;
-  if (timeout.count() >= 0) {
-    ts.tv_sec = timeout.count() / 1'000'000'000;
-    ts.tv_nsec = timeout.count() % 1'000'000'000;
-    tsp = &ts;
-  }
+  const timespec* tsp = common::ppoll_timeout(timeout, ts);
   in_wait_.fetch_add(1);
   if (rx_pending_.load()) {
     // An application thread's pass left GRO datagrams in a port: read them now.

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/ppoll_timeout.hpp"
 #include "net/netdev.hpp"
 #include "net/rx_ring.hpp"
 #include "wire/byte_order.hpp"
@@ -1222,13 +1223,7 @@ WaitResult UdpPort::wait(Nanos timeout, bool want_write) {
     if (nfds < fds.size()) fds[nfds++] = {fd, POLLIN, 0};
   }
   timespec ts{};
-  timespec* tsp = nullptr;
-  if (timeout.count() >= 0) {
-    ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
-    tsp = &ts;
-  }
-  if (ppoll(fds.data(), nfds, tsp, nullptr) <= 0) return r;
+  if (ppoll(fds.data(), nfds, common::ppoll_timeout(timeout, ts), nullptr) <= 0) return r;
   for (size_t i = 2; i < nfds; ++i) {
     if (fds[i].revents != 0) {
       reconcile(false);  // a member process exited: repair now, not at the next datagram

@@ -79,6 +79,32 @@ struct EventPair {
   QueuePair qb;
 };
 
+// Devices 1 (a) and 2 (b), two RC QP pairs; b's QPs complete on two CQs with a channel each
+// (e1, e2). b sleeps at most a minute and hands over after b_handoff (negative: the default).
+struct TwoChannels {
+  explicit TwoChannels(Nanos b_handoff)
+      : a(make_fake_device(wire, 1, 0x100)),
+        b(make_fake_device(wire, 2, 0x2000, true, b_handoff, true, nullptr, kMinute)),
+        e1(b),
+        e2(b),
+        qa1(a.make_qp(QpType::kRc)),
+        qa2(a.make_qp(QpType::kRc)),
+        qb1(e1.make_qp(b)),
+        qb2(e2.make_qp(b)) {
+    connect_rc_pair(qa1, qb1);
+    connect_rc_pair(qa2, qb2);
+  }
+  FakeWire wire;
+  Side a;
+  Side b;
+  Armed e1;
+  Armed e2;
+  QueuePair qa1;
+  QueuePair qa2;
+  QueuePair qb1;
+  QueuePair qb2;
+};
+
 // get_event on another thread; join() returns its result. A wake-up the waiter missed shows
 // as an event taken only when the wait's timeout (20 s) ended its sleep: joined_in_time()
 // tells it from one taken at once.
@@ -284,17 +310,8 @@ TEST(BlockingGetEvent, TheWaiterRunsTheRetransmissionTimer) {
 // One thread drives; the other, finding the device driven, waits on its own channel and is
 // woken through it. Both get their own CQ's event, round after round.
 TEST(BlockingGetEvent, TwoThreadsBlockedOnTwoChannelsEachGetTheirOwnEvent) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, true, Nanos(-1), true, nullptr, kMinute));
-  Armed e1(b);
-  Armed e2(b);
-  QueuePair qa1 = a.make_qp(QpType::kRc);
-  QueuePair qa2 = a.make_qp(QpType::kRc);
-  QueuePair qb1 = e1.make_qp(b);
-  QueuePair qb2 = e2.make_qp(b);
-  connect_rc_pair(qa1, qb1);
-  connect_rc_pair(qa2, qb2);
+  TwoChannels p(Nanos(-1));
+  auto& [wire, a, b, e1, e2, qa1, qa2, qb1, qb2] = p;
   for (uint64_t round = 0; round < 50; ++round) {
     post_recv(qb1, b, 4096, round);
     post_recv(qb2, b, 8192, round);
@@ -328,17 +345,8 @@ TEST(BlockingGetEvent, TwoThreadsBlockedOnTwoChannelsEachGetTheirOwnEvent) {
 // own channel: the progress thread must take over at once. With a one-minute handoff nobody
 // would drive for the second thread otherwise, and its wait would run out.
 TEST(BlockingGetEvent, ADriverThatLeavesHandsTheOtherWaitersToTheProgressThread) {
-  FakeWire wire;
-  Side a(make_fake_device(wire, 1, 0x100));
-  Side b(make_fake_device(wire, 2, 0x2000, true, kMinute, true, nullptr, kMinute));
-  Armed e1(b);
-  Armed e2(b);
-  QueuePair qa1 = a.make_qp(QpType::kRc);
-  QueuePair qa2 = a.make_qp(QpType::kRc);
-  QueuePair qb1 = e1.make_qp(b);
-  QueuePair qb2 = e2.make_qp(b);
-  connect_rc_pair(qa1, qb1);
-  connect_rc_pair(qa2, qb2);
+  TwoChannels p(kMinute);
+  auto& [wire, a, b, e1, e2, qa1, qa2, qb1, qb2] = p;
   post_recv(qb1, b, 4096, 1);
   post_recv(qb2, b, 8192, 2);
   ASSERT_TRUE(e1.cq.req_notify(false));
