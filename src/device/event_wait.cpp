@@ -81,7 +81,6 @@ Result<CqId> Device::get_cq_event(ChannelId ch, Nanos timeout) {
   if (queue == nullptr) return Status(EINVAL, "no such completion channel");
   Result<CqId> r = take_event(ch, *queue, Nanos::zero());
   if (r || timeout == Nanos::zero()) return r;
-  end_app_driving();  // about to block
   const TimePoint deadline = timeout.count() < 0 ? kNever : now() + timeout;
   for (;;) {
     r = drive_cq_event(ch, until(deadline, now()));

@@ -21,8 +21,9 @@
 // they come from / go to. rx_burst/tx_burst/maintain run under the device's I/O lock, from
 // the progress thread or (ProgressOptions::app_calls_drive) an application thread; wait()
 // runs outside that lock on the progress thread or on the one application thread blocked in
-// get_cq_event that drives the device meanwhile (event_wait.cpp), at times on both at once;
-// wake() and can_send_from() are called from any thread.
+// get_cq_event that drives the device meanwhile (event_wait.cpp), never on both at once (the
+// waiter sleeps only once the thread has left wait()); wake() and can_send_from() are called
+// from any thread.
 #pragma once
 
 #include <cstddef>

@@ -348,7 +348,7 @@ void UdpPacketIo::wake_if_pending() {
   // A store only when it changes: a sequentially consistent store is a locked instruction,
   // and an empty poll of a busy-polling program runs this every pass.
   if (pending != rx_pending_.load(std::memory_order_relaxed)) rx_pending_.store(pending);
-  if (pending && in_wait_.load() != 0) wake();
+  if (pending && in_wait_.load()) wake();
 }
 
 size_t UdpPacketIo::tx_burst(std::span<const transport::TxSlot> pkts) {
@@ -459,16 +459,16 @@ bool UdpPacketIo::wait(Nanos timeout, bool want_write) {
   }
   timespec ts{};
   const timespec* tsp = common::ppoll_timeout(timeout, ts);
-  in_wait_.fetch_add(1);
+  in_wait_.store(true);
   if (rx_pending_.load()) {
     // An application thread's pass left GRO datagrams in a port: read them now.
-    in_wait_.fetch_sub(1);
+    in_wait_.store(false);
     rx_full_check_.store(true, std::memory_order_relaxed);
     return true;
   }
   const int ready = ppoll(fds.data(), n, tsp, nullptr);
   const int err = errno;
-  in_wait_.fetch_sub(1);
+  in_wait_.store(false);
   if (ready < 0) return err != EINTR;
   if (ready == 0) return true;
   // Whatever woke us, the next rx_burst looks at every socket (it may be a quiet one).

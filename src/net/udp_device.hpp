@@ -136,11 +136,9 @@ class UdpPacketIo final : public device::PacketIo {
   // A receive pass left GRO datagrams in a port (no socket shows them to a poll), and a
   // thread is in wait(): each checks the other's flag after setting its own, so that either
   // wait() returns at once or the pass wakes it. A pass run by the waiting thread itself
-  // (the usual case) then costs no eventfd write. A count, not a flag: the progress thread
-  // and an application thread blocked in get_cq_event may both be in wait() for a moment,
-  // and the first to leave must not hide the other.
+  // (the usual case) then costs no eventfd write.
   std::atomic<bool> rx_pending_{false};
-  std::atomic<int> in_wait_{0};
+  std::atomic<bool> in_wait_{false};
   std::array<TxDatagram, UdpPort::kMaxBurst> tx_scratch_{};
 };
 
