@@ -103,7 +103,7 @@ void RttTracker::on_sent(TimePoint now, const transport::PacketMeta& meta,
   q.any_sent = true;
   q.last_psn = psn;
   if ((roce[8] & 0x80) == 0) return;
-  q.pending.push_back({psn, now, size});
+  q.pending.push_back(psn, now, size);
 }
 
 void RttTracker::on_received(TimePoint now, const transport::PacketMeta& meta,

@@ -90,12 +90,6 @@ void Completer::resume_after_spurious_go_back(Qp& qp) {
   qp.req.fast_forward(qp, qp.req.high_psn());
 }
 
-std::optional<TimePoint> Completer::adaptive_anchor(TimePoint now) const {
-  if (untracked_) return now;
-  if (awaited_count_ == 0) return std::nullopt;
-  return std::max(progress_at_, awaited_[0].sent_at);
-}
-
 bool Completer::on_ackreq_sent(TimePoint now, Psn psn, bool timed) {
   if (awaited_count_ == kAwaitedAcks) {
     if (!untracked_ || untracked_until_.before(psn + 1)) untracked_until_ = psn + 1;

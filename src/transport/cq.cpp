@@ -2,6 +2,7 @@
 #include "transport/cq.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace uroce::transport {
 
@@ -9,7 +10,7 @@ Cq::PushResult Cq::push(const Wc& wc, bool solicited, TimePoint at) {
   // Like rxe (rxe_cq_post): a full CQ loses the completion and raises IBV_EVENT_CQ_ERR.
   // Acquire on head_: the slot about to be written is one a poller has finished reading.
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
-  if (tail - head_.load(std::memory_order_acquire) == ring_.size()) return PushResult::kOverflow;
+  if (tail - head_.load(std::memory_order_acquire) == capacity_) return PushResult::kOverflow;
   Wc& s = slot(tail);
   s = wc;
   s.timestamp_ns = at.count();
@@ -42,12 +43,20 @@ bool Cq::resize(uint32_t capacity) {
   const uint64_t head = head_.load(std::memory_order_relaxed);
   const uint64_t queued = tail_.load(std::memory_order_relaxed) - head;
   if (capacity == 0 || capacity < queued) return false;
-  std::vector<Wc> ring(capacity);
-  for (uint64_t i = 0; i < queued; ++i) ring[i] = slot(head + i);
-  ring_ = std::move(ring);
+  std::vector<Wc> old;
+  old.swap(ring_);
+  const uint64_t old_mask = mask_;
+  set_ring(capacity);
+  for (uint64_t i = 0; i < queued; ++i) ring_[i] = old[(head + i) & old_mask];
   head_.store(0, std::memory_order_relaxed);
   tail_.store(queued, std::memory_order_release);
   return true;
+}
+
+void Cq::set_ring(uint32_t capacity) {
+  capacity_ = capacity;
+  ring_.assign(std::bit_ceil(size_t{std::max(capacity, 1u)}), Wc{});
+  mask_ = ring_.size() - 1;
 }
 
 uint32_t Cq::remove_qp(uint32_t qpn) {

@@ -30,7 +30,7 @@ class Cq {
  public:
   enum class PushResult : uint8_t { kStored, kStoredNotify, kOverflow };
 
-  explicit Cq(uint32_t capacity) : ring_(capacity) {}
+  explicit Cq(uint32_t capacity) { set_ring(capacity); }
 
   // Producer side. Stores `wc` stamped with `at` (Wc::timestamp_ns).
   PushResult push(const Wc& wc, bool solicited, TimePoint at);
@@ -47,7 +47,7 @@ class Cq {
   void arm(bool solicited_only) { notify_ = solicited_only ? Notify::kSolicited : Notify::kNext; }
 
   // Producer side: only the engine changes the capacity.
-  [[nodiscard]] uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
+  [[nodiscard]] uint32_t capacity() const { return capacity_; }
   // How many completions are queued: a snapshot, since a poller may take some at any moment.
   [[nodiscard]] uint32_t size() const {
     return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) -
@@ -59,9 +59,15 @@ class Cq {
  private:
   enum class Notify : uint8_t { kNone, kNext, kSolicited };
 
-  [[nodiscard]] Wc& slot(uint64_t index) { return ring_[index % ring_.size()]; }
+  // The ring has a power of two of slots, at least the capacity (which alone says when the CQ
+  // overflows), so that an index finds its slot with a mask rather than a 64-bit division:
+  // every completion is pushed once and polled once.
+  [[nodiscard]] Wc& slot(uint64_t index) { return ring_[index & mask_]; }
+  void set_ring(uint32_t capacity);
 
   std::vector<Wc> ring_;
+  uint32_t capacity_ = 0;  // producer side; changed only with poll_mu_ held (resize)
+  uint64_t mask_ = 0;      // ring_.size() - 1; read by a poller holding poll_mu_
   // Consumed up to here; written by a consumer holding poll_mu_ (or by the producer holding
   // it, in remove_qp and resize).
   alignas(64) std::atomic<uint64_t> head_{0};

@@ -66,6 +66,11 @@ bool transport_matches(QpType type, wire::Transport t) {
   return false;
 }
 
+// What a slot is reset to before a post fills it. Assigned from here rather than from a
+// temporary `SendWqe{}`, which GCC zeroes on the stack with `rep stos` and then reads back
+// with wider loads, a store-forwarding stall on every post.
+const SendWqe kFreshWqe{};
+
 bool all_zero(const std::array<uint8_t, 16>& a) {
   return std::all_of(a.begin(), a.end(), [](uint8_t b) { return b == 0; });
 }
@@ -124,7 +129,7 @@ Status EngineImpl::submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle) {
 
   const uint64_t seq = qp->sq.post_seq();
   SendWqe& w = qp->sq.at(seq);
-  w = SendWqe{};
+  w = kFreshWqe;
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;

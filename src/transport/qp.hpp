@@ -9,6 +9,7 @@
 // Each machine keeps its own explicit state; the engine owns the QPs and calls them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -216,7 +217,13 @@ class Completer {
   }
   // When the adaptive RTO starts: the last progress, or the send of the oldest awaited AckReq
   // packet if later; nullopt when nothing asked for an ACK yet (only the configured timeout).
-  [[nodiscard]] std::optional<TimePoint> adaptive_anchor(TimePoint now) const;
+  // Inline: GCC returns an out-of-line optional through the stack, a byte store and a wider
+  // load that stalls store forwarding on every packet that arms the timer.
+  [[nodiscard]] std::optional<TimePoint> adaptive_anchor(TimePoint now) const {
+    if (untracked_) return now;
+    if (awaited_count_ == 0) return std::nullopt;
+    return std::max(progress_at_, awaited_[0].sent_at);
+  }
   // A go-back proved spurious (its originals are arriving): the requester resumes after the
   // highest PSN sent instead of resending them.
   void resume_after_spurious_go_back(Qp& qp);

@@ -2,6 +2,7 @@
 #include "transport/recv_queue.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 
 namespace uroce::transport {
@@ -13,9 +14,11 @@ void RecvQueue::init(uint32_t capacity, uint32_t max_sge, Mode mode) {
   head_seen_ = 0;
   head_.store(0, std::memory_order_relaxed);
   tail_.store(0, std::memory_order_relaxed);
-  wr_ids_.assign(capacity_, 0);
-  num_sges_.assign(capacity_, 0);
-  sges_.assign(size_t{capacity_} * max_sge_, Sge{});
+  const size_t slots = std::bit_ceil(size_t{capacity_});
+  slot_mask_ = slots - 1;
+  wr_ids_.assign(slots, 0);
+  num_sges_.assign(slots, 0);
+  sges_.assign(slots * max_sge_, Sge{});
 }
 
 void RecvQueue::set_mode(Mode mode) {
@@ -26,14 +29,19 @@ void RecvQueue::set_mode(Mode mode) {
 void RecvQueue::grow(uint32_t capacity) {
   std::lock_guard lock(post_mu_);
   if (capacity <= capacity_) return;
-  std::vector<uint64_t> ids(capacity, 0);
-  std::vector<uint32_t> nums(capacity, 0);
-  std::vector<Sge> sges(size_t{capacity} * max_sge_);
+  const size_t slots = std::bit_ceil(size_t{capacity});
+  if (slots == wr_ids_.size()) {  // the ring has room for it already
+    capacity_ = capacity;
+    return;
+  }
+  std::vector<uint64_t> ids(slots, 0);
+  std::vector<uint32_t> nums(slots, 0);
+  std::vector<Sge> sges(slots * max_sge_);
   const uint64_t head = head_.load(std::memory_order_relaxed);
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   for (uint64_t seq = head; seq != tail; ++seq) {
-    const uint64_t from = seq % capacity_;
-    const uint64_t to = seq % capacity;
+    const uint64_t from = slot(seq);
+    const uint64_t to = seq & (slots - 1);
     ids[to] = wr_ids_[from];
     nums[to] = num_sges_[from];
     std::copy_n(sges_.begin() + static_cast<std::ptrdiff_t>(from * max_sge_), max_sge_,
@@ -43,6 +51,7 @@ void RecvQueue::grow(uint32_t capacity) {
   num_sges_ = std::move(nums);
   sges_ = std::move(sges);
   capacity_ = capacity;
+  slot_mask_ = slots - 1;
 }
 
 Status RecvQueue::push(const RecvWr& wr, bool* to_engine) {
@@ -58,11 +67,11 @@ Status RecvQueue::push(const RecvWr& wr, bool* to_engine) {
     head_seen_ = head_.load(std::memory_order_acquire);
     if (tail - head_seen_ >= capacity_) return Status(ENOMEM, "post_recv: receive queue full");
   }
-  const uint64_t slot = tail % capacity_;
-  wr_ids_[slot] = wr.wr_id;
-  num_sges_[slot] = static_cast<uint32_t>(wr.sg_list.size());
+  const uint64_t at = slot(tail);
+  wr_ids_[at] = wr.wr_id;
+  num_sges_[at] = static_cast<uint32_t>(wr.sg_list.size());
   std::copy(wr.sg_list.begin(), wr.sg_list.end(),
-            sges_.begin() + static_cast<std::ptrdiff_t>(slot * max_sge_));
+            sges_.begin() + static_cast<std::ptrdiff_t>(at * max_sge_));
   tail_.store(tail + 1, std::memory_order_release);
   return Status::ok();
 }
@@ -70,12 +79,12 @@ Status RecvQueue::push(const RecvWr& wr, bool* to_engine) {
 bool RecvQueue::pop(RecvWqe& out) {
   const uint64_t head = head_.load(std::memory_order_relaxed);
   if (tail_.load(std::memory_order_acquire) == head) return false;
-  const uint64_t slot = head % capacity_;
-  out.wr_id = wr_ids_[slot];
-  out.num_sge = num_sges_[slot];
+  const uint64_t at = slot(head);
+  out.wr_id = wr_ids_[at];
+  out.num_sge = num_sges_[at];
   out.length = 0;
   for (uint32_t i = 0; i < out.num_sge; ++i) {
-    out.sges[i] = sges_[slot * max_sge_ + i];
+    out.sges[i] = sges_[at * max_sge_ + i];
     out.length += out.sges[i].length;
   }
   head_.store(head + 1, std::memory_order_release);

@@ -8,7 +8,7 @@
 // head and publishes head the same way, so a producer never rewrites a slot the engine may
 // still read. The engine takes the post lock only to change the queue's mode (the QP's
 // state), to empty it and to grow it, never on the data path. WQEs are numbered by 64-bit
-// sequence numbers that only grow; a slot is the number modulo the capacity.
+// sequence numbers that only grow; a slot is the number modulo the ring's size.
 #pragma once
 
 #include <atomic>
@@ -65,15 +65,21 @@ class RecvQueue {
     mode_ = mode;
     const uint64_t tail = tail_.load(std::memory_order_relaxed);
     uint64_t head = head_.load(std::memory_order_relaxed);
-    for (; head != tail; ++head) flush(wr_ids_[head % capacity_]);
+    for (; head != tail; ++head) flush(wr_ids_[slot(head)]);
     head_.store(head, std::memory_order_release);
   }
   // Grows the ring (setup path only; keeps the queued WQEs in order). Takes the post lock.
   void grow(uint32_t capacity);
 
  private:
+  // The ring has a power of two of slots, at least capacity_ (which alone says when the queue
+  // is full), so that a sequence number finds its slot with a mask rather than a 64-bit
+  // division.
+  [[nodiscard]] uint64_t slot(uint64_t seq) const { return seq & slot_mask_; }
+
   uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
+  uint64_t slot_mask_ = 0;
   // The engine's head, on a cache line of its own: a producer reads it only when the head it
   // last read says the queue is full.
   alignas(64) std::atomic<uint64_t> head_{0};
@@ -84,7 +90,7 @@ class RecvQueue {
   uint64_t head_seen_ = 0;     // guarded by post_mu_: head_ as last read
   std::vector<uint64_t> wr_ids_;
   std::vector<uint32_t> num_sges_;
-  std::vector<Sge> sges_;  // capacity_ * max_sge_
+  std::vector<Sge> sges_;  // slots * max_sge_
 };
 
 // Shared receive queue (IBA 10.2.9): a receive queue plus the limit event arm.

@@ -2,6 +2,7 @@
 #include "transport/send_queue.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace uroce::transport {
 
@@ -9,12 +10,14 @@ void SendQueue::init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline) {
   capacity_ = std::max(capacity, 1u);
   max_sge_ = std::max(max_sge, 1u);
   max_inline_ = max_inline;
+  const size_t slots = std::bit_ceil(size_t{capacity_});
+  slot_mask_ = slots - 1;
   head_ = tail_ = 0;
   published_tail_.store(0, std::memory_order_relaxed);
   retired_.store(0, std::memory_order_relaxed);
-  wqes_.assign(capacity_, SendWqe{});
-  sges_.assign(size_t{capacity_} * max_sge_, Sge{});
-  inline_.assign(size_t{capacity_} * max_inline_, 0);
+  wqes_.assign(slots, SendWqe{});
+  sges_.assign(slots * max_sge_, Sge{});
+  inline_.assign(slots * max_inline_, 0);
 }
 
 void SendQueue::reset() {
