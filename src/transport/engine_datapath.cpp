@@ -407,7 +407,7 @@ void EngineImpl::on_cnp_gap_end(Qp& qp, TimePoint now) {
 FillResult EngineImpl::fill_cnp(Qp& qp, TxSlot& slot) {
   // RoCE v2 CNP (docs/wire-facts.md "CNP"): BTH opcode 0x81 with BECN set, P_Key 0xFFFF,
   // DestQP = the peer QP whose traffic was marked, PSN 0, 16 reserved zero bytes, ICRC.
-  wire::Headers h{};
+  wire::Headers h = wire::kNoHeaders;
   h.bth.opcode = wire::kCnpOpcode;
   h.bth.becn = true;
   h.bth.pkey = wire::kDefaultPkey;

@@ -299,7 +299,7 @@ FillResult Requester::emit(EngineImpl& e, Qp& qp, TimePoint now, TxSlot& slot,
   const bool imm = has_imm(w.opcode);
   const bool inv = w.opcode == WrOpcode::kSendWithInv;
 
-  wire::Headers h{};
+  wire::Headers h = wire::kNoHeaders;
   h.bth.pkey = wire::kDefaultPkey;
   h.bth.psn = psn_;
   h.bth.dqpn = qp.attr.dest_qp_num;

@@ -399,7 +399,7 @@ FillResult Responder::fill(EngineImpl& e, Qp& qp, TxSlot& slot) {
     pop_out();
   }
   RespItem& it = out_[out_head_];
-  wire::Headers h{};
+  wire::Headers h = wire::kNoHeaders;
   h.bth.pkey = wire::kDefaultPkey;
   h.bth.dqpn = qp.attr.dest_qp_num;
   h.bth.psn = it.psn;

@@ -137,6 +137,8 @@ bool payload_allowed(const OpcodeInfo& info, size_t payload_len) {
 
 }  // namespace
 
+const Headers kNoHeaders{};
+
 std::string_view parse_error_name(ParseError e) {
   switch (e) {
     case ParseError::kOk:
