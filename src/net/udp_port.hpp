@@ -327,10 +327,39 @@ class UdpPort {
   // Counts a failed recvmmsg/recvmsg (rc <= 0; errno as it left it).
   void note_recv_error(int rc);
 
+  // What every pass reads, an empty busy poll's included, comes first and together. On this
+  // VM a system call leaves the TLB cold, and these fields, spread over this 60 KiB object,
+  // cost a page walk each: perf annotate put a busy poll's user time on their loads.
+  int fd_ = -1;
+  size_t rx_dirty_ = kMaxBurst;
+  // Entries [0, rx_gro_ready_) point at the GRO area and no recvmmsg has filled them since:
+  // an empty poll of a GRO port then prepares nothing at all.
+  size_t rx_gro_ready_ = 0;
+  bool gso_ = false;  // config.gso and the kernel has UDP_SEGMENT
+  bool gro_ = false;  // UDP GRO: see gro_len_ below
+  std::unique_ptr<uint8_t[]> gro_area_;
+  size_t gro_entries_ = 0;
+  size_t gro_next_ = 0;
+  size_t gro_offset_ = 0;
+  uint16_t last_sport_ = 0;  // socket_for_sport's last hit (0: none; 0 never gets a socket)
+  int last_sport_fd_ = -1;
+  // Datagrams drained from the socket while probing our position, handed out first by the
+  // next recv_burst() (allocates, but only during a repair).
+  struct Stashed {
+    std::vector<uint8_t> bytes;
+    RxDatagram meta;
+  };
+  static constexpr size_t kMaxStash = 1024;
+  std::deque<Stashed> stash_;
+  // The receive side's own entries, so that an empty recvmmsg (the common case of a busy
+  // poll) costs no re-preparation: prepare_rx rewrites an entry only when its buffer changed
+  // or the last recvmmsg filled it (entries [0, rx_dirty_)).
+  std::array<mmsghdr, kMaxBurst> rx_msgs_{};
+  std::array<iovec, kMaxBurst> rx_iovs_{};
+
   UdpPortConfig config_;
   uint16_t port_ = 0;
   int family_ = AF_INET;
-  int fd_ = -1;
   int wake_fd_ = -1;
   BufferReport buffers_;
   UdpPortCounters counters_;
@@ -361,20 +390,9 @@ class UdpPort {
   int64_t last_prune_ns_ = 0;
   int64_t last_misdelivery_repair_ns_ = 0;
 
-  // Datagrams drained from the socket while probing our position, handed out first by the
-  // next recv_burst() (allocates, but only during a repair).
-  struct Stashed {
-    std::vector<uint8_t> bytes;
-    RxDatagram meta;
-  };
-  static constexpr size_t kMaxStash = 1024;
-  std::deque<Stashed> stash_;
-
   // Source-port sockets.
   std::unordered_map<uint16_t, int> sport_fds_;
   std::unordered_set<uint16_t> sport_unavailable_;
-  uint16_t last_sport_ = 0;  // socket_for_sport's last hit (0: none; 0 never gets a socket)
-  int last_sport_fd_ = -1;
 
   // Per-burst scratch, allocated once.
   std::array<mmsghdr, kMaxBurst> msgs_{};
@@ -387,19 +405,9 @@ class UdpPort {
   };
   std::array<CmsgBuf, kMaxBurst> cmsgs_{};
   std::array<bool, kMaxBurst> fallback_{};
-  // The receive side's own entries, so that an empty recvmmsg (the common case of a busy
-  // poll) costs no re-preparation: prepare_rx rewrites an entry only when its buffer changed
-  // or the last recvmmsg filled it (entries [0, rx_dirty_)).
-  std::array<mmsghdr, kMaxBurst> rx_msgs_{};
-  std::array<iovec, kMaxBurst> rx_iovs_{};
   std::array<sockaddr_storage, kMaxBurst> rx_names_{};
   std::array<CmsgBuf, kMaxBurst> rx_cmsgs_{};
-  size_t rx_dirty_ = kMaxBurst;
-  // Entries [0, rx_gro_ready_) point at the GRO area and no recvmmsg has filled them since:
-  // an empty poll of a GRO port then prepares nothing at all.
-  size_t rx_gro_ready_ = 0;
   // GSO: each message m of a sendmmsg covers datagrams [msg_first_[m], +msg_count_[m]).
-  bool gso_ = false;                     // config.gso and the kernel has UDP_SEGMENT
   std::unordered_set<int> gso_refused_;  // sockets whose egress refused GSO (EIO)
   std::array<uint16_t, kMaxBurst> msg_first_{};
   std::array<uint16_t, kMaxBurst> msg_count_{};
@@ -426,14 +434,9 @@ class UdpPort {
   // 4 MiB area is left uninitialised: only the pages the kernel writes become resident.
   static constexpr size_t kGroEntries = kMaxBurst;
   static constexpr size_t kGroBytes = 65536;
-  bool gro_ = false;
-  std::unique_ptr<uint8_t[]> gro_area_;
   std::array<size_t, kGroEntries> gro_len_{};
   std::array<size_t, kGroEntries> gro_seg_{};
   std::array<RxDatagram, kGroEntries> gro_meta_{};
-  size_t gro_entries_ = 0;
-  size_t gro_next_ = 0;
-  size_t gro_offset_ = 0;
 };
 
 }  // namespace uroce::net
