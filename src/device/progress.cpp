@@ -129,10 +129,16 @@ void Device::dispatch_events(std::span<const transport::AsyncEvent> events) {
     if (cq == cqs_.end() || !cq->second.channel) continue;
     auto ch = channels_.find(static_cast<uint32_t>(*cq->second.channel));
     if (ch == channels_.end()) continue;
-    ch->second.queue->push(CqId(ev.element));
     // A thread blocked in get_cq_event on this channel that drives the device sleeps in the
-    // PacketIo's wait(), not on the channel: wake it, unless this is its own pass.
-    if (!waiter_pass_ && waiting_channel_.load() == ch->first) io_->wake();
+    // PacketIo's wait(), not on the channel: wake it, unless this is its own pass. Then it
+    // takes the event right after the pass, and the channel's eventfd need not carry it.
+    const bool for_waiter = waiting_channel_.load() == ch->first;
+    if (for_waiter && waiter_pass_) {
+      ch->second.queue->push_for_next_pop(CqId(ev.element));
+      continue;
+    }
+    ch->second.queue->push(CqId(ev.element));
+    if (for_waiter) io_->wake();
   }
 }
 

@@ -2,11 +2,15 @@
 // receive the packet that completes the WR, the ACK that pass builds leaves behind the
 // program's reply, the progress thread sleeps through an event-driven ping-pong, the waiter
 // runs the engine's timers (a retransmission), an event raised by another thread's call wakes
-// it, a second blocked thread waits on its own channel, and a timeout ends the wait.
+// it, a second blocked thread waits on its own channel, and a timeout ends the wait. The event
+// its own pass raises reaches it without the channel's eventfd, and the fd still tells every
+// other queued event.
 //
 // Where a missed wake-up would only make an event late, the device's longest sleep
 // (ProgressOptions::max_sleep) is a minute and the wait's timeout 20 s, so the bug shows as
 // EAGAIN instead of a slower pass.
+#include <poll.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -389,6 +393,96 @@ TEST(BlockingGetEvent, ATimeoutEndsTheWaitAndTheNextWaitStillGetsItsEvent) {
     EXPECT_EQ(eb.cq.poll(std::span<Wc>(&none, 1)), 0);
     EXPECT_EQ(wait_wc(a.cq).wr_id, 6u);
   }
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+// EventQueue::push_for_next_pop, the waiter's own event: the eventfd's count never includes
+// it, a pop takes it without a read, and a second such push (two events for the waiter's
+// channel in one pass) is signalled, so the fd is readable while anything but the one event
+// its own thread takes at once is queued.
+TEST(BlockingGetEvent, TheWaitersOwnEventSkipsTheEventfdAndAnyOtherIsSignalled) {
+  device::EventQueue<int> q;
+  ASSERT_TRUE(q.valid());
+  q.push_for_next_pop(1);
+  EXPECT_FALSE(readable(q.fd()));
+  ASSERT_EQ(*q.pop(Nanos::zero()), 1);
+  EXPECT_EQ(q.pop(Nanos::zero()).status().code(), EAGAIN);
+
+  q.push_for_next_pop(2);
+  q.push_for_next_pop(3);  // one unsignalled item at a time: this one is signalled
+  EXPECT_TRUE(readable(q.fd()));
+  q.push(4);
+  ASSERT_EQ(*q.pop(Nanos::zero()), 2);
+  EXPECT_TRUE(readable(q.fd()));
+  ASSERT_EQ(*q.pop(Nanos::zero()), 3);
+  EXPECT_TRUE(readable(q.fd()));
+  ASSERT_EQ(*q.pop(Nanos::zero()), 4);
+  EXPECT_FALSE(readable(q.fd()));
+  EXPECT_EQ(q.pop(Nanos::zero()).status().code(), EAGAIN);
+
+  // The unsignalled token frees up once taken, whichever item the pop took.
+  q.push(5);
+  q.push_for_next_pop(6);
+  ASSERT_EQ(*q.pop(Nanos::zero()), 5);  // takes the unsignalled token
+  EXPECT_TRUE(readable(q.fd()));        // 6 is behind the signalled one
+  q.push_for_next_pop(7);               // the token is free again
+  ASSERT_EQ(*q.pop(Nanos::zero()), 6);
+  ASSERT_EQ(*q.pop(Nanos::zero()), 7);
+  EXPECT_FALSE(readable(q.fd()));
+}
+
+// Two CQs on one channel complete in the same pass of the blocked thread (B has no progress
+// thread, and both SENDs wait on B's wire before it blocks): it gets one event, and the
+// channel's fd is readable for the other until a second get takes it.
+TEST(BlockingGetEvent, TwoEventsOfTheWaitersOwnPassLeaveTheSecondOnTheChannelsFd) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, false));
+  Armed eb(b);
+  CompletionQueue cq2 = std::move(b.dev.create_cq(256, &eb.channel).value());
+  QueuePair qa1 = a.make_qp(QpType::kRc);
+  QueuePair qa2 = a.make_qp(QpType::kRc);
+  QueuePair qb1 = eb.make_qp(b);
+  QpInitAttr init;
+  init.qp_type = QpType::kRc;
+  init.send_cq = cq2.id();
+  init.recv_cq = cq2.id();
+  init.cap = QpCap{256, 256, 4, 4, 64};
+  QueuePair qb2 = std::move(b.pd.create_qp(init).value());
+  connect_rc_pair(qa1, qb1);
+  connect_rc_pair(qa2, qb2);
+
+  post_recv(qb1, b, 4096, 1);
+  post_recv(qb2, b, 8192, 2);
+  ASSERT_TRUE(eb.cq.req_notify(false));
+  ASSERT_TRUE(cq2.req_notify(false));
+  const uint64_t before = wire.delivered.load();
+  post_send(qa1, a, 0, 11);
+  post_send(qa2, a, 64, 12);
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (wire.delivered.load() < before + 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(wire.delivered.load(), before + 2);
+  EXPECT_FALSE(readable(eb.channel.fd()));  // nothing moves B's packets but the waiter
+
+  const Result<CqId> first = eb.channel.get_event(kEventTimeout);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_TRUE(readable(eb.channel.fd()));
+  const Result<CqId> second = eb.channel.get_event(Nanos::zero());
+  ASSERT_TRUE(second.is_ok()) << second.status().message();
+  EXPECT_NE(*first, *second);
+  EXPECT_TRUE(*first == eb.cq.id() || *first == cq2.id());
+  EXPECT_TRUE(*second == eb.cq.id() || *second == cq2.id());
+  EXPECT_FALSE(readable(eb.channel.fd()));
+  eb.cq.ack_events(1);
+  cq2.ack_events(1);
+  EXPECT_EQ(wait_wc(eb.cq).wr_id, 1u);
+  EXPECT_EQ(wait_wc(cq2).wr_id, 2u);
 }
 
 }  // namespace
