@@ -41,11 +41,7 @@ class EventQueue {
   [[nodiscard]] bool valid() const { return efd_.fd() >= 0; }
 
   void push(const T& item) {
-    {
-      std::lock_guard lock(mu_);
-      items_.push_back(item);
-    }
-    queued_.fetch_add(1);
+    enqueue(item);
     efd_.signal();
   }
 
@@ -62,11 +58,7 @@ class EventQueue {
       push(item);
       return;
     }
-    {
-      std::lock_guard lock(mu_);
-      items_.push_back(item);
-    }
-    queued_.fetch_add(1);
+    enqueue(item);
   }
 
   // Pops one item; waits up to `timeout` (0: poll, negative: forever). EAGAIN when none
@@ -89,6 +81,14 @@ class EventQueue {
   }
 
  private:
+  // queued_ is raised after the item is in, and before any eventfd signal for it.
+  void enqueue(const T& item) {
+    {
+      std::lock_guard lock(mu_);
+      items_.push_back(item);
+    }
+    queued_.fetch_add(1);
+  }
   bool take_unsignalled() {
     uint32_t one = 1;
     return unsignalled_.load() != 0 && unsignalled_.compare_exchange_strong(one, 0);

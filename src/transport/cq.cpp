@@ -2,7 +2,6 @@
 #include "transport/cq.hpp"
 
 #include <algorithm>
-#include <bit>
 
 namespace uroce::transport {
 
@@ -45,9 +44,9 @@ bool Cq::resize(uint32_t capacity) {
   if (capacity == 0 || capacity < queued) return false;
   std::vector<Wc> old;
   old.swap(ring_);
-  const uint64_t old_mask = mask_;
+  const RingSlots old_slots = slots_;
   set_ring(capacity);
-  for (uint64_t i = 0; i < queued; ++i) ring_[i] = old[(head + i) & old_mask];
+  for (uint64_t i = 0; i < queued; ++i) ring_[i] = old[old_slots(head + i)];
   head_.store(0, std::memory_order_relaxed);
   tail_.store(queued, std::memory_order_release);
   return true;
@@ -55,8 +54,8 @@ bool Cq::resize(uint32_t capacity) {
 
 void Cq::set_ring(uint32_t capacity) {
   capacity_ = capacity;
-  ring_.assign(std::bit_ceil(size_t{std::max(capacity, 1u)}), Wc{});
-  mask_ = ring_.size() - 1;
+  slots_ = RingSlots(capacity);
+  ring_.assign(slots_.size(), Wc{});
 }
 
 uint32_t Cq::remove_qp(uint32_t qpn) {

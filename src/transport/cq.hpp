@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/ring_slots.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
@@ -59,15 +60,12 @@ class Cq {
  private:
   enum class Notify : uint8_t { kNone, kNext, kSolicited };
 
-  // The ring has a power of two of slots, at least the capacity (which alone says when the CQ
-  // overflows), so that an index finds its slot with a mask rather than a 64-bit division:
-  // every completion is pushed once and polled once.
-  [[nodiscard]] Wc& slot(uint64_t index) { return ring_[index & mask_]; }
+  [[nodiscard]] Wc& slot(uint64_t index) { return ring_[slots_(index)]; }
   void set_ring(uint32_t capacity);
 
   std::vector<Wc> ring_;
   uint32_t capacity_ = 0;  // producer side; changed only with poll_mu_ held (resize)
-  uint64_t mask_ = 0;      // ring_.size() - 1; read by a poller holding poll_mu_
+  RingSlots slots_;        // read by a poller holding poll_mu_
   // Consumed up to here; written by a consumer holding poll_mu_ (or by the producer holding
   // it, in remove_qp and resize).
   alignas(64) std::atomic<uint64_t> head_{0};

@@ -2,7 +2,6 @@
 #include "transport/recv_queue.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 
 namespace uroce::transport {
@@ -14,8 +13,8 @@ void RecvQueue::init(uint32_t capacity, uint32_t max_sge, Mode mode) {
   head_seen_ = 0;
   head_.store(0, std::memory_order_relaxed);
   tail_.store(0, std::memory_order_relaxed);
-  const size_t slots = std::bit_ceil(size_t{capacity_});
-  slot_mask_ = slots - 1;
+  slots_ = RingSlots(capacity_);
+  const size_t slots = slots_.size();
   wr_ids_.assign(slots, 0);
   num_sges_.assign(slots, 0);
   sges_.assign(slots * max_sge_, Sge{});
@@ -29,19 +28,19 @@ void RecvQueue::set_mode(Mode mode) {
 void RecvQueue::grow(uint32_t capacity) {
   std::lock_guard lock(post_mu_);
   if (capacity <= capacity_) return;
-  const size_t slots = std::bit_ceil(size_t{capacity});
-  if (slots == wr_ids_.size()) {  // the ring has room for it already
+  const RingSlots grown(capacity);
+  if (grown.size() == slots_.size()) {  // the ring has room for it already
     capacity_ = capacity;
     return;
   }
-  std::vector<uint64_t> ids(slots, 0);
-  std::vector<uint32_t> nums(slots, 0);
-  std::vector<Sge> sges(slots * max_sge_);
+  std::vector<uint64_t> ids(grown.size(), 0);
+  std::vector<uint32_t> nums(grown.size(), 0);
+  std::vector<Sge> sges(grown.size() * max_sge_);
   const uint64_t head = head_.load(std::memory_order_relaxed);
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   for (uint64_t seq = head; seq != tail; ++seq) {
     const uint64_t from = slot(seq);
-    const uint64_t to = seq & (slots - 1);
+    const uint64_t to = grown(seq);
     ids[to] = wr_ids_[from];
     nums[to] = num_sges_[from];
     std::copy_n(sges_.begin() + static_cast<std::ptrdiff_t>(from * max_sge_), max_sge_,
@@ -51,7 +50,7 @@ void RecvQueue::grow(uint32_t capacity) {
   num_sges_ = std::move(nums);
   sges_ = std::move(sges);
   capacity_ = capacity;
-  slot_mask_ = slots - 1;
+  slots_ = grown;
 }
 
 Status RecvQueue::push(const RecvWr& wr, bool* to_engine) {

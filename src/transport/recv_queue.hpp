@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "transport/post_lock.hpp"
+#include "transport/ring_slots.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 
 namespace uroce::transport {
@@ -72,14 +73,11 @@ class RecvQueue {
   void grow(uint32_t capacity);
 
  private:
-  // The ring has a power of two of slots, at least capacity_ (which alone says when the queue
-  // is full), so that a sequence number finds its slot with a mask rather than a 64-bit
-  // division.
-  [[nodiscard]] uint64_t slot(uint64_t seq) const { return seq & slot_mask_; }
+  [[nodiscard]] uint64_t slot(uint64_t seq) const { return slots_(seq); }
 
   uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
-  uint64_t slot_mask_ = 0;
+  RingSlots slots_;
   // The engine's head, on a cache line of its own: a producer reads it only when the head it
   // last read says the queue is full.
   alignas(64) std::atomic<uint64_t> head_{0};

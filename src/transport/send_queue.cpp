@@ -2,7 +2,6 @@
 #include "transport/send_queue.hpp"
 
 #include <algorithm>
-#include <bit>
 
 namespace uroce::transport {
 
@@ -10,8 +9,8 @@ void SendQueue::init(uint32_t capacity, uint32_t max_sge, uint32_t max_inline) {
   capacity_ = std::max(capacity, 1u);
   max_sge_ = std::max(max_sge, 1u);
   max_inline_ = max_inline;
-  const size_t slots = std::bit_ceil(size_t{capacity_});
-  slot_mask_ = slots - 1;
+  slots_ = RingSlots(capacity_);
+  const size_t slots = slots_.size();
   head_ = tail_ = 0;
   published_tail_.store(0, std::memory_order_relaxed);
   retired_.store(0, std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "transport/post_lock.hpp"
+#include "transport/ring_slots.hpp"
 #include "uroce/vocab/psn.hpp"
 #include "uroce/vocab/verbs_types.hpp"
 
@@ -137,13 +138,10 @@ class SendQueue {
   void publish() { published_tail_.store(post_seq() + 1, std::memory_order_release); }
 
  private:
-  // The ring has a power of two of slots, at least capacity_, so that a sequence number
-  // finds its slot with a mask: a 64-bit division costs tens of cycles, and a post and each
-  // packet sent look slots up several times.
-  [[nodiscard]] size_t slot(uint64_t seq) const { return seq & slot_mask_; }
+  [[nodiscard]] size_t slot(uint64_t seq) const { return slots_(seq); }
 
   uint32_t capacity_ = 0;
-  uint64_t slot_mask_ = 0;
+  RingSlots slots_;
   uint32_t max_sge_ = 0;
   uint32_t max_inline_ = 0;
   // The engine's side, on a cache line of its own: a producer on another core reads it only
