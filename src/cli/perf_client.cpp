@@ -248,7 +248,10 @@ class WindowRunner {
     uint8_t* local = ctx_.slot(q, k);
     const uint64_t id = perf_pattern_id(q, it, size_);
     Sge sge{reinterpret_cast<uint64_t>(local), static_cast<uint32_t>(size_), ctx_.lkey()};
-    transport::SendWr wr;
+    // One WR reused, as perftest does: a fresh `transport::SendWr wr;` was zeroed with
+    // `rep stos`, whose start-up cost was half this loop's time in a 64-byte WRITE run
+    // (`perf annotate`). A runner posts one verb, so every post sets the same fields.
+    transport::SendWr& wr = wr_;
     wr.wr_id = static_cast<uint64_t>(q) << kQpShift | it;
     wr.sg_list = std::span<const Sge>(&sge, 1);
     wr.send_flags = signaled(q, it) ? transport::kSendSignaled : 0u;
@@ -398,6 +401,7 @@ class WindowRunner {
   std::vector<BwSample> samples_;
   std::vector<double> lat_us_;
   ActiveClock clock_;
+  transport::SendWr wr_;  // what post() fills and posts
 };
 
 // Waits until the last byte of `buf` is `seq`, then (under --verify) until the rest is the

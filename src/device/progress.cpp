@@ -375,7 +375,13 @@ void Device::ring_doorbell_at(TimePoint t, bool lone_on_idle_qp) {
   // to be batched with: waiting would only put the poll's own work before it.
   if (config_.progress.batch_posts && config_.progress.app_calls_drive && !lone_on_idle_qp &&
       app_driving_at(t)) {
-    posts_waiting_.store(true);
+    // Read first: a store of true is an exchange (a locked instruction) per post, and the flag
+    // is a hint. The WQE is published by the engine's doorbell list (Engine::submit_send),
+    // which a pass takes whether or not the flag is seen, and which a thread about to sleep
+    // re-checks; a flag cleared just after this read costs at most one pass's delay.
+    if (!posts_waiting_.load(std::memory_order_relaxed)) {
+      posts_waiting_.store(true, std::memory_order_release);
+    }
     if (sleeping_.load() != 0) io_->wake();
     return;
   }

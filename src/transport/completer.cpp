@@ -77,8 +77,8 @@ void Completer::arm_retransmit(EngineImpl& e, Qp& qp, TimePoint now, bool new_pe
   TimePoint deadline = period_end_;
   const RecoveryConfig& rc = e.config().recovery;
   if (rc.adaptive) {
-    if (const std::optional<TimePoint> from = adaptive_anchor(now)) {
-      deadline = std::min(deadline, std::max(now, *from + rtt_.rto(rc.min_rto, configured)));
+    if (const TimePoint from = adaptive_anchor(now); from != kNever) {
+      deadline = std::min(deadline, std::max(now, from + rtt_.rto(rc.min_rto, configured)));
     }
   }
   e.arm_timer(qp, TimerKind::kRetransmit, deadline);

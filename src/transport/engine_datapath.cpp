@@ -256,7 +256,8 @@ Status EngineImpl::post_recv(uint32_t qpn, const RecvWr& wr) {
 
 void EngineImpl::on_packet(TimePoint now, const PacketMeta& meta, std::span<const uint8_t> roce) {
   now_ = now;
-  wire::ParsedPacket pkt;
+  // A copy of the zero headers, not `rep stos` zeroing (wire::kNoHeaders says why).
+  wire::ParsedPacket pkt{.hdr = wire::kNoHeaders};
   const wire::ParseError pe = wire::parse_packet(roce, pkt);
   if (pe != wire::ParseError::kOk) {
     count(drop_counter(pe));
