@@ -226,11 +226,12 @@ class Device {
   bool app_driving() const { return app_driving_at(now()); }
   bool app_driving_at(TimePoint t) const;  // an application pass within app_handoff of t
   // ring_doorbell with the time the caller read; lone_on_idle_qp: the post was one WR on a
-  // QP with nothing outstanding (it is not batched).
+  // QP with nothing outstanding (UD, UC: and the first since a poll; it is not batched).
   void ring_doorbell_at(TimePoint t, bool lone_on_idle_qp);
-  void hand_to_thread();  // work this thread leaves: the progress thread must not sleep on it
-  void park();            // progress thread: sleep while app_driving(), or until unparked
-  void unpark();          // any thread: end park() now (stop_ or the handoff changed)
+  void mark_posts_waiting();  // the application's next poll runs a pass (posts_waiting_)
+  void hand_to_thread();      // work this thread leaves: the progress thread must not sleep on it
+  void park();                // progress thread: sleep while app_driving(), or until unparked
+  void unpark();              // any thread: end park() now (stop_ or the handoff changed)
   // Before a sleep in io_->wait(), by the progress thread or a waiter: raises sleeping_
   // (the caller lowers it when it wakes), then reads the engine's next deadline; nullopt when
   // there is work instead (WQEs to build, a kick).
@@ -294,7 +295,8 @@ class Device {
   // timer (the retransmission of its first packet) must wake it (kick).
   std::atomic<int64_t> sleep_until_ns_{INT64_MAX};
   std::atomic<bool> kicked_{false};
-  // post_send left its WQEs for the application's next poll (ring_doorbell).
+  // post_send left its WQEs for the application's next poll (ring_doorbell), or posted one
+  // right behind another while the application did not drive: its next poll runs a pass.
   std::atomic<bool> posts_waiting_{false};
   // The parked thread found the I/O taken when the ports' housekeeping was due: the
   // application's next pass, which holds the I/O, runs it.

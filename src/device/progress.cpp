@@ -373,19 +373,28 @@ void Device::ring_doorbell_at(TimePoint t, bool lone_on_idle_qp) {
   // then, one asleep in wait() is woken now to park (or, the handoff over, to send).
   // A lone WR on a QP with nothing outstanding (a ping-pong's request or reply) has nothing
   // to be batched with: waiting would only put the poll's own work before it.
-  if (config_.progress.batch_posts && config_.progress.app_calls_drive && !lone_on_idle_qp &&
-      app_driving_at(t)) {
-    // Read first: a store of true is an exchange (a locked instruction) per post, and the flag
-    // is a hint. The WQE is published by the engine's doorbell list (Engine::submit_send),
-    // which a pass takes whether or not the flag is seen, and which a thread about to sleep
-    // re-checks; a flag cleared just after this read costs at most one pass's delay.
-    if (!posts_waiting_.load(std::memory_order_relaxed)) {
-      posts_waiting_.store(true, std::memory_order_release);
-    }
+  const bool batching = config_.progress.batch_posts && config_.progress.app_calls_drive;
+  if (batching && !lone_on_idle_qp && app_driving_at(t)) {
+    mark_posts_waiting();
     if (sleeping_.load() != 0) io_->wake();
     return;
   }
   kick();
+  // A WR posted right behind another while the application does not drive (yet): its next
+  // poll runs a pass even if it finds completions, and so counts as driving. Otherwise a
+  // program whose polls always find some (UD and UC WRs complete as they leave) would never
+  // be seen to drive, and would send one sendmmsg per WR for good.
+  if (batching && !lone_on_idle_qp) mark_posts_waiting();
+}
+
+void Device::mark_posts_waiting() {
+  // Read first: a store of true is an exchange (a locked instruction) per post, and the flag
+  // is a hint. The WQE is published by the engine's doorbell list (Engine::submit_send),
+  // which a pass takes whether or not the flag is seen, and which a thread about to sleep
+  // re-checks; a flag cleared just after this read costs at most one pass's delay.
+  if (!posts_waiting_.load(std::memory_order_relaxed)) {
+    posts_waiting_.store(true, std::memory_order_release);
+  }
 }
 
 void Device::kick() {

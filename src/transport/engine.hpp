@@ -182,8 +182,9 @@ class Engine {
   // the QP's send queue under that queue's own lock, and the engine takes it at its next
   // poll_tx, or modify_qp / destroy_qp of any QP; has_tx() is true until then. The same
   // synchronous errors as post_send. was_idle (optional): every WR posted to the QP before
-  // this one had completed. The QP must not be destroyed during the call (ibverbs asks the
-  // same of its callers).
+  // this one had completed; on UD and UC, whose WRs complete as they leave, also that a
+  // poll_cq ran since the QP's previous post. The QP must not be destroyed during the call
+  // (ibverbs asks the same of its callers).
   Status submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle = nullptr);
   // EINVAL in RESET or on a QP attached to an SRQ; in ERR the WR completes with flush.
   Status post_recv(uint32_t qpn, const RecvWr& wr);

@@ -93,7 +93,8 @@ class EngineImpl {
   Status query_qp(uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
   Status destroy_qp(uint32_t qpn);
   Status post_send(TimePoint now, uint32_t qpn, const SendWr& wr);
-  // Any thread (Engine::submit_send). was_idle: every WR posted before had completed.
+  // Any thread (Engine::submit_send). was_idle: every WR posted before had completed (UD, UC:
+  // and a CQ was polled since the QP's last post).
   Status submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle);
   // Engine side: takes every WQE submitted since (schedules its QP, or flushes it in ERR).
   // Every call that reads or changes send queues as the application sees them runs it first.
@@ -163,6 +164,10 @@ class EngineImpl {
   // QPs with submitted WQEs not yet taken, newest first (Qp::posts_next): producers push
   // with a compare-exchange, take_posts takes the whole list with one exchange.
   std::atomic<Qp*> posted_qps_{nullptr};
+  // Counts poll_cq calls (any CQ, any thread). Racing pollers may lose an increment; a
+  // reader only asks whether it changed. Relaxed load and store: an increment by a locked
+  // instruction on every busy poll would cost more than the hint is worth.
+  std::atomic<uint64_t> cq_polls_{0};
 
   std::vector<uint32_t> tx_ring_;  // QP table indices with something to send, FIFO
   uint32_t tx_head_ = 0;

@@ -67,6 +67,7 @@ Status EngineImpl::destroy_cq(CqId id) {
 int EngineImpl::poll_cq(CqId id, std::span<Wc> out) {
   Cq* c = cq(id);
   if (c == nullptr) return -EINVAL;
+  cq_polls_.store(cq_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return c->poll(out);
 }
 

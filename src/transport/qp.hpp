@@ -374,6 +374,9 @@ struct Qp {
   // before it takes the QP's WQEs.
   std::atomic<bool> posts_queued{false};
   Qp* posts_next = nullptr;
+  // EngineImpl::cq_polls_ at this QP's last post (under the send queue's post lock): for
+  // submit_send's was_idle on UD and UC.
+  uint64_t cq_polls_at_last_post = UINT64_MAX;
   uint16_t peer = PeerClocks::kNone;  // the engine's PeerClocks entry for the AV's address (RC)
 
   [[nodiscard]] bool is_rc() const { return type == QpType::kRc; }

@@ -3,7 +3,8 @@
 // request leaves right behind the application's reply instead of ahead of it, and a program
 // that stops right after its last completion still gets that ACK to its peer. A lone post to
 // a QP with nothing outstanding leaves at once; posts to a QP with WRs in flight wait for its
-// next poll and leave together (ProgressOptions::batch_posts). Also: a
+// next poll and leave together (ProgressOptions::batch_posts), as do UD and UC WRs posted back
+// to back without a poll between them. Also: a
 // responder that takes several requests of one QP in one pass answers them with one ACK, and
 // a process about to exit can send what it posted (flush_sends).
 #include <array>
@@ -252,6 +253,150 @@ TEST(PostBatching, APostWithNoPollAfterItLeavesWhenTheHandoffEnds) {
   EXPECT_EQ(r2.status, WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(a.buf.data() + 4096, "first...", 8), 0);
   EXPECT_EQ(std::memcmp(a.buf.data() + 4096 + 64, "late....", 8), 0);
+}
+
+// UD and UC WRs complete as they leave, so their QP is idle again after every packet. A
+// busy-polling program streaming them must still not ring a doorbell (a system call) per WR:
+// the first WR since its last poll leaves at once, the ones posted right behind it leave
+// together at the next poll, and a WR posted after a poll (a ping-pong) leaves at once again.
+// Before, every UD SEND and UC WRITE left alone: one sendmmsg per message, a tenth of RC's
+// message rate in `uroce perf send_bw -c UD`.
+void check_back_to_back_posts_batch(QpType type) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, true, std::chrono::seconds(10)));
+  QueuePair qa = a.make_qp(type);
+  QueuePair qb = b.make_qp(type);
+  connect_rc_pair(qa, qb);
+  const bool ud = type == QpType::kUd;
+  const uint8_t opcode = ud ? 0x64 : 0x2A;  // IBTA 9.2 Table 38: UD SEND Only, UC RDMA WRITE Only
+  for (uint64_t i = 0; i < 4; ++i) post_recv(qa, a, 4096 + i * 64, i);  // 40 B GRH + 8 (UD)
+  auto ah = b.pd.create_ah(make_ah_attr(fake_gid(1)));
+  ASSERT_TRUE(ah.is_ok());
+  const auto post = [&](uint64_t k) {
+    std::memset(b.buf.data() + k * 8, static_cast<int>('k' + k), 8);
+    Sge sge;
+    SendWr wr;
+    if (ud) {
+      sge = b.mr.sge(k * 8, 8);
+      wr.wr_id = 50 + k;
+      wr.opcode = WrOpcode::kSend;
+      wr.send_flags = kSendSignaled;
+      wr.sg_list = std::span<const Sge>(&sge, 1);
+      wr.ud.ah = ah->attr();
+      wr.ud.remote_qpn = qa.qp_num();
+      wr.ud.remote_qkey = ConnectOptions{}.qkey;
+    } else {
+      wr = write_wr(b, a, k * 8, 8, 50 + k, sge);
+    }
+    ASSERT_TRUE(qb.post_send(wr));
+  };
+  busy_poll(b);
+  post(0);  // the first since B's last poll: on the wire now
+  EXPECT_EQ(opcodes_from(wire, 2), std::vector<uint8_t>{opcode});
+  post(1);
+  post(2);
+  EXPECT_EQ(opcodes_from(wire, 2), std::vector<uint8_t>{opcode});  // 1 and 2 wait for a poll
+  std::array<Wc, 4> wcs;
+  int n = b.cq.poll(std::span<Wc>(wcs));  // 0's completion; the poll sends 1 and 2
+  ASSERT_GE(n, 1);
+  EXPECT_EQ(opcodes_from(wire, 2), (std::vector<uint8_t>{opcode, opcode, opcode}));
+  std::vector<uint64_t> bursts = bursts_from(wire, 2);
+  ASSERT_EQ(bursts.size(), 3u);
+  EXPECT_NE(bursts[0], bursts[1]);
+  EXPECT_EQ(bursts[1], bursts[2]);
+  for (auto i = static_cast<size_t>(n); i < 3; ++i) wcs[i] = wait_wc(b.cq);
+  post(3);  // after a poll: at once, in a burst of its own
+  EXPECT_EQ(opcodes_from(wire, 2), (std::vector<uint8_t>{opcode, opcode, opcode, opcode}));
+  bursts = bursts_from(wire, 2);
+  ASSERT_EQ(bursts.size(), 4u);
+  EXPECT_NE(bursts[3], bursts[2]);
+  wcs[3] = wait_wc(b.cq);
+  for (uint64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(wcs[k].wr_id, 50 + k);
+    EXPECT_EQ(wcs[k].status, WcStatus::kSuccess);
+  }
+  if (ud) {
+    for (uint64_t k = 0; k < 4; ++k) {
+      const Wc r = wait_wc(a.cq);
+      ASSERT_EQ(r.status, WcStatus::kSuccess);
+      EXPECT_EQ(r.wr_id, k);
+      EXPECT_EQ(r.byte_len, 48u);
+      EXPECT_EQ(a.buf[4096 + k * 64 + 40], static_cast<uint8_t>('k' + k));
+    }
+  } else {
+    for (uint64_t k = 0; k < 4; ++k) {
+      // A UC WRITE leaves no completion on A: wait for its bytes.
+      const auto end = std::chrono::steady_clock::now() + 5s;
+      while (a.buf[k * 8 + 7] != static_cast<uint8_t>('k' + k) &&
+             std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(100us);
+      }
+      EXPECT_EQ(a.buf[k * 8], static_cast<uint8_t>('k' + k));
+      EXPECT_EQ(a.buf[k * 8 + 7], static_cast<uint8_t>('k' + k));
+    }
+  }
+}
+
+TEST(PostBatching, UdSendsPostedBackToBackLeaveTogetherAtTheNextPoll) {
+  check_back_to_back_posts_batch(QpType::kUd);
+}
+
+TEST(PostBatching, UcWritesPostedBackToBackLeaveTogetherAtTheNextPoll) {
+  check_back_to_back_posts_batch(QpType::kUc);
+}
+
+// A program that streams UD SENDs and polls until it has their completions never sees an
+// empty poll: a UD WR completes as it leaves, so its CQ always has some. Its polls must still
+// come to count as driving the device, or every WR rings a doorbell of its own for good
+// (perftest's ib_send_bw -c UD ran at 0.15 or 1 M/s, depending on whether one early poll
+// happened to find the CQ empty). B has no progress thread: only its own calls send.
+TEST(PostBatching, AStreamerWhosePollsAlwaysFindCompletionsComesToBatch) {
+  FakeWire wire;
+  Side a(make_fake_device(wire, 1, 0x100));
+  Side b(make_fake_device(wire, 2, 0x2000, /*progress_thread=*/false));
+  QueuePair qa = a.make_qp(QpType::kUd);
+  QueuePair qb = b.make_qp(QpType::kUd);
+  connect_rc_pair(qa, qb);
+  auto ah = b.pd.create_ah(make_ah_attr(fake_gid(1)));
+  ASSERT_TRUE(ah.is_ok());
+  const Sge sge = b.mr.sge(0, 8);
+  SendWr wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.ud.ah = ah->attr();
+  wr.ud.remote_qpn = qa.qp_num();
+  wr.ud.remote_qkey = ConnectOptions{}.qkey;
+  constexpr uint64_t kPerRound = 8;
+  size_t first_of_round = 0;
+  for (uint64_t round = 0; round < 8; ++round) {
+    first_of_round = bursts_from(wire, 2).size();
+    for (uint64_t k = 0; k < kPerRound; ++k) {
+      wr.wr_id = round * kPerRound + k;
+      ASSERT_TRUE(qb.post_send(wr));
+    }
+    std::array<Wc, kPerRound> wcs;
+    uint64_t got = 0;
+    int empty_polls = 0;
+    while (got < kPerRound) {
+      const int n = b.cq.poll(std::span<Wc>(wcs).subspan(got));
+      ASSERT_GE(n, 0);
+      if (n == 0) ++empty_polls;
+      got += static_cast<uint64_t>(n);
+      ASSERT_LT(empty_polls, 1000);
+    }
+    for (uint64_t k = 0; k < kPerRound; ++k) {
+      EXPECT_EQ(wcs[k].wr_id, round * kPerRound + k);
+      EXPECT_EQ(wcs[k].status, WcStatus::kSuccess);
+    }
+    ASSERT_EQ(empty_polls, 0);  // the case at hand: no poll ever found the CQ empty
+  }
+  // The last round: the first SEND left with its post, the other seven at the next poll.
+  const std::vector<uint64_t> bursts = bursts_from(wire, 2);
+  ASSERT_EQ(bursts.size(), first_of_round + kPerRound);
+  EXPECT_NE(bursts[first_of_round], bursts[first_of_round + 1]);
+  EXPECT_EQ(bursts[first_of_round + 1], bursts.back());
 }
 
 // A responder that takes three WRITEs of one QP in one pass sends one ACK, for the last.
