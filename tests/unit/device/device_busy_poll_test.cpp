@@ -281,13 +281,7 @@ void check_back_to_back_posts_batch(QpType type) {
     SendWr wr;
     if (ud) {
       sge = b.mr.sge(k * 8, 8);
-      wr.wr_id = 50 + k;
-      wr.opcode = WrOpcode::kSend;
-      wr.send_flags = kSendSignaled;
-      wr.sg_list = std::span<const Sge>(&sge, 1);
-      wr.ud.ah = ah->attr();
-      wr.ud.remote_qpn = qa.qp_num();
-      wr.ud.remote_qkey = ConnectOptions{}.qkey;
+      wr = ud_send_wr(ah->attr(), qa.qp_num(), sge, 50 + k);
     } else {
       wr = write_wr(b, a, k * 8, 8, 50 + k, sge);
       wr.opcode = WrOpcode::kRdmaWriteWithImm;
@@ -358,13 +352,7 @@ TEST(PostBatching, AStreamerWhosePollsAlwaysFindCompletionsComesToBatch) {
   auto ah = b.pd.create_ah(make_ah_attr(fake_gid(1)));
   ASSERT_TRUE(ah.is_ok());
   const Sge sge = b.mr.sge(0, 8);
-  SendWr wr;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = std::span<const Sge>(&sge, 1);
-  wr.ud.ah = ah->attr();
-  wr.ud.remote_qpn = qa.qp_num();
-  wr.ud.remote_qkey = ConnectOptions{}.qkey;
+  SendWr wr = ud_send_wr(ah->attr(), qa.qp_num(), sge, 0);
   constexpr uint64_t kPerRound = 8;
   size_t first_of_round = 0;
   for (uint64_t round = 0; round < 8; ++round) {

@@ -74,6 +74,20 @@ inline void post_send(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id, 
   ASSERT_TRUE(qp.post_send(wr));
 }
 
+// A signaled UD SEND of `sge` to QP `remote_qpn` through address `ah`, with ConnectOptions'
+// default Q_Key.
+inline SendWr ud_send_wr(const AhAttr& ah, uint32_t remote_qpn, const Sge& sge, uint64_t wr_id) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.ud.ah = ah;
+  wr.ud.remote_qpn = remote_qpn;
+  wr.ud.remote_qkey = ConnectOptions{}.qkey;
+  return wr;
+}
+
 // A 64-byte receive into `side`'s buffer at `offset`.
 inline void post_recv(QueuePair& qp, Side& side, size_t offset, uint64_t wr_id) {
   const Sge sge = side.mr.sge(offset, 64);

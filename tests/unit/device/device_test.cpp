@@ -235,15 +235,7 @@ TEST_F(DevicePairTest, UdSendThroughAnAddressHandle) {
   ASSERT_TRUE(ah.is_ok());
   std::memcpy(a_.buf.data(), "datagram", 8);
   const Sge sge = a_.mr.sge(0, 8);
-  SendWr s;
-  s.wr_id = 12;
-  s.opcode = WrOpcode::kSend;
-  s.send_flags = kSendSignaled;
-  s.sg_list = std::span<const Sge>(&sge, 1);
-  s.ud.ah = ah->attr();
-  s.ud.remote_qpn = qb.qp_num();
-  s.ud.remote_qkey = ConnectOptions{}.qkey;
-  ASSERT_TRUE(qa.post_send(s));
+  ASSERT_TRUE(qa.post_send(ud_send_wr(ah->attr(), qb.qp_num(), sge, 12)));
   EXPECT_EQ(wait_wc(a_.cq).status, WcStatus::kSuccess);
   Wc r = wait_wc(b_.cq);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
@@ -269,13 +261,7 @@ TEST(DeviceResizeCq, PostedUdSendsCountAgainstTheNewSize) {
   auto ah = a.pd.create_ah(make_ah_attr(fake_gid(2)));
   ASSERT_TRUE(ah.is_ok());
   const Sge sge = a.mr.sge(0, 8);
-  SendWr s;
-  s.opcode = WrOpcode::kSend;
-  s.send_flags = kSendSignaled;
-  s.sg_list = std::span<const Sge>(&sge, 1);
-  s.ud.ah = ah->attr();
-  s.ud.remote_qpn = qb.qp_num();
-  s.ud.remote_qkey = opt.qkey;
+  SendWr s = ud_send_wr(ah->attr(), qb.qp_num(), sge, 0);
   for (uint64_t id = 1; id <= 3; ++id) {
     s.wr_id = id;
     ASSERT_TRUE(qa.post_send(s));
