@@ -125,16 +125,17 @@ Status EngineImpl::submit_send(uint32_t qpn, const SendWr& wr, bool* was_idle) {
   auto lock = qp->sq.lock_posts();
   if (!qp->sq.accepting()) return Status(EINVAL, "post_send: QP is not in RTS (or SQD/SQE/ERR)");
   if (qp->sq.post_full()) return Status(ENOMEM, "post_send: send queue full");
-  if (was_idle != nullptr) *was_idle = qp->sq.post_empty();
   // A UD or UC WR completes as it leaves, so its QP is idle again right after each post: a
   // program streaming SENDs would ring a doorbell of its own for every one (a system call
   // per message). For these a WR counts as idle only if the program polled a CQ since the
   // QP's last post; WRs posted back to back without a poll between wait for the next one.
+  bool polled_since_last_post = true;
   if (!qp->is_rc()) {
     const uint64_t polls = cq_polls_.load(std::memory_order_relaxed);
-    if (was_idle != nullptr && polls == qp->cq_polls_at_last_post) *was_idle = false;
+    polled_since_last_post = polls != qp->cq_polls_at_last_post;
     qp->cq_polls_at_last_post = polls;
   }
+  if (was_idle != nullptr) *was_idle = qp->sq.post_empty() && polled_since_last_post;
 
   const uint64_t seq = qp->sq.post_seq();
   SendWqe& w = qp->sq.at(seq);
