@@ -67,7 +67,7 @@ std::string mount_overlay(const std::string& lower, const std::string& upper,
   return "";
 }
 
-std::string bind(const std::string& from, const std::string& to, unsigned long flags) {
+std::string bind_mount(const std::string& from, const std::string& to, unsigned long flags) {
   if (mount(from.c_str(), to.c_str(), nullptr, MS_BIND | flags, nullptr) != 0) {
     return fmt::format("cannot bind {} into the view: {}", from, errno_text());
   }
@@ -95,14 +95,14 @@ std::string populate_dev(const std::string& real, const std::string& view) {
     }
     if (S_ISDIR(st.st_mode)) {
       if (mkdir(to.c_str(), st.st_mode & 07777) != 0) continue;
-      if (std::string err = bind(e.path(), to, MS_REC); !err.empty()) return err;
+      if (std::string err = bind_mount(e.path(), to, MS_REC); !err.empty()) return err;
       continue;
     }
     const int fd = open(to.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) continue;
     close(fd);
     // Best effort: a node that cannot be bound (e.g. gone meanwhile) is left out.
-    (void)bind(e.path(), to, 0);
+    (void)bind_mount(e.path(), to, 0);
   }
   return ec ? fmt::format("cannot list /dev: {}", ec.message()) : "";
 }
@@ -133,7 +133,7 @@ std::string enter_view_namespace() {
     }
   }
   if (error.empty()) error = mount_overlay("/sys/class", s + "/sys", s + "/sys-work", "/sys/class");
-  if (error.empty()) error = bind("/dev", s + "/dev-real", MS_REC);
+  if (error.empty()) error = bind_mount("/dev", s + "/dev-real", MS_REC);
   if (error.empty() &&
       mount("uroce-exec-dev", (s + "/dev-view").c_str(), "tmpfs", MS_NOSUID, "mode=0755") != 0) {
     error = fmt::format("cannot mount a tmpfs for /dev: {}", errno_text());
@@ -192,7 +192,7 @@ std::string write_dev_view(const std::string& dev_root, const std::vector<ViewFi
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) return fmt::format("cannot create {}: {}", path.string(), errno_text());
     close(fd);
-    if (in_view_namespace) (void)bind("/dev/null", path.string(), 0);
+    if (in_view_namespace) (void)bind_mount("/dev/null", path.string(), 0);
   }
   return "";
 }

@@ -31,7 +31,7 @@ constexpr int64_t kAckCheckNs = 1'000'000'000;
 // How long a ping-pong byte check may wait for the rest of a message whose last byte
 // already arrived (the device copies a packet with memcpy, whose byte order is unspecified).
 constexpr auto kSettleLimit = std::chrono::milliseconds(100);
-constexpr Nanos kEventWait = std::chrono::milliseconds(100);
+constexpr Nanos kClientEventWait = std::chrono::milliseconds(100);
 // How often the loops look whether the server closed the side channel (its process died).
 constexpr int64_t kChannelWatchNs = 10'000'000;
 
@@ -149,7 +149,7 @@ class WindowRunner {
           ++p;
         }
       }
-      const int n = ctx_.poll(wcs, kEventWait);
+      const int n = ctx_.poll(wcs, kClientEventWait);
       if (n < 0) {
         fail("polling the CQ failed");
         return;
@@ -488,7 +488,7 @@ void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t siz
     uint32_t recv_len = 0;
     uint32_t turns = 0;
     while (!sent || (!received && !write)) {
-      const int n = ctx.poll(wcs, kEventWait);
+      const int n = ctx.poll(wcs, kClientEventWait);
       for (int i = 0; i < n; ++i) {
         const Wc& wc = wcs[static_cast<size_t>(i)];
         if (wc_failed(wc, out)) return;

@@ -27,19 +27,18 @@
 namespace uroce::cli {
 namespace {
 
-constexpr const char* kCommand = "uroce perf";
 constexpr uint64_t kVerifyRingBytes = 16ull << 20;  // per side, --verify write/read rings
 constexpr uint64_t kSendRingBytes = 64ull << 20;    // per side, --verify send rings
 constexpr int kDefInlineLat = 220;                  // perftest's DEF_INLINE_WRITE
 constexpr uint64_t kUdGrh = 40;
 
 int usage_error(const std::string& message) {
-  fmt::print(stderr, "{}: {}; run 'uroce perf --help' for usage\n", kCommand, message);
+  fmt::print(stderr, "{}: {}; run 'uroce perf --help' for usage\n", kPerfCommand, message);
   return kExitUsage;
 }
 
 int failure(const std::string& message) {
-  fmt::print(stderr, "{}: {}\n", kCommand, message);
+  fmt::print(stderr, "{}: {}\n", kPerfCommand, message);
   return kExitFailure;
 }
 
@@ -182,7 +181,7 @@ int run_client(PerfOptions& o) {
   std::string mtu_note;
   const uint32_t mtu =
       clamp_path_mtu(*dev, gid->port, o.mtu.value_or(active), std::nullopt, &mtu_note);
-  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kCommand, mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kPerfCommand, mtu_note);
   if (o.conn == PerfConnection::kUd && o.test.verb == PerfVerb::kSend) {
     const uint64_t ud_mtu = std::min<uint64_t>(mtu, ud_max_message(*dev));
     if (o.all_sizes) std::erase_if(o.sizes, [&](uint64_t z) { return z > ud_mtu; });
@@ -224,7 +223,7 @@ int run_client(PerfOptions& o) {
   // The server lowers the path MTU to its own active MTU (perftest's check_mtu: the
   // smaller of both sides').
   if (const uint32_t peer_mtu = reply.value("mtu", setup.mtu); peer_mtu < setup.mtu) {
-    fmt::print(stderr, "{}: the server's active MTU is {}: using {} instead of {}\n", kCommand,
+    fmt::print(stderr, "{}: the server's active MTU is {}: using {} instead of {}\n", kPerfCommand,
                peer_mtu, peer_mtu, setup.mtu);
     setup.mtu = peer_mtu;
     ctx->set_mtu(peer_mtu);
@@ -289,7 +288,7 @@ int run_client(PerfOptions& o) {
       if (error_here.empty()) {
         fmt::print("{}\n", result_line);
       } else {
-        fmt::print(stderr, "{}: {} bytes: {}\n", kCommand, size, error_here);
+        fmt::print(stderr, "{}: {} bytes: {}\n", kPerfCommand, size, error_here);
       }
       std::fflush(stdout);
     }
@@ -355,7 +354,7 @@ int run_server(PerfOptions& o) {
   }
   std::string mtu_note;
   setup.mtu = clamp_path_mtu(*dev, gid->port, setup.mtu, std::nullopt, &mtu_note);
-  if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kCommand, mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: the client's {}\n", kPerfCommand, mtu_note);
   const std::vector<PerfQpInfo> remote = setup.qps;
   // Selective repeat when the client offered it and this side offers it too (RC only).
   const transport::Recovery mine = o.recovery.value_or(dev->config().engine.recovery.offer);
@@ -405,7 +404,7 @@ int run_server(PerfOptions& o) {
     if (!reply.value("ok", false)) {
       ok = false;
       first_error = reply.value("error", std::string());
-      if (!o.json) fmt::print(stderr, "{}: {} bytes: {}\n", kCommand, size, first_error);
+      if (!o.json) fmt::print(stderr, "{}: {} bytes: {}\n", kPerfCommand, size, first_error);
     } else if (!o.json && !end_line.empty()) {
       fmt::print("{}\n", end_line);
       std::fflush(stdout);
@@ -428,7 +427,7 @@ int run_perf(PerfOptions& o) {
   if (o.use_event && o.test.verb == PerfVerb::kWrite && o.test.kind == PerfKind::kLatency) {
     return usage_error("-e/--events does not apply to write_lat (it polls memory)");
   }
-  arm_watchdog(kCommand, o.timeout);
+  arm_watchdog(kPerfCommand, o.timeout);
   return o.host.empty() ? run_server(o) : run_client(o);
 }
 

@@ -38,6 +38,7 @@ struct PerfTest {
 [[nodiscard]] std::string_view connection_name(PerfConnection c);  // "RC", "UC", "UD"
 [[nodiscard]] std::string_view atomic_type_name(AtomicType a);     // "FETCH_AND_ADD", ...
 
+inline constexpr const char* kPerfCommand = "uroce perf";  // what its errors start with
 inline constexpr uint16_t kPerfDefaultPort = 18515;
 inline constexpr uint64_t kPerfMaxSize = 1ull << 31;  // perftest's MAX_SIZE (2 GiB)
 // QPs one run may use (-q); the server refuses a setup with more.

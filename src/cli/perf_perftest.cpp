@@ -31,7 +31,6 @@ namespace {
 using perftest::Keys;
 using perftest::PeerVersion;
 
-constexpr const char* kCommand = "uroce perf";
 // perftest answers each message at once unless it is running its test: a lock-step reply
 // that takes longer than this means the peer is doing something else.
 constexpr double kReplyWait = 10;
@@ -563,7 +562,7 @@ class Session {
       fmt::print("{}\n", kResultLine);
     }
     std::fflush(stdout);
-    if (!ok) fmt::print(stderr, "{}: {}\n", kCommand, error_);
+    if (!ok) fmt::print(stderr, "{}: {}\n", kPerfCommand, error_);
     return ok ? kExitOk : kExitFailure;
   }
 

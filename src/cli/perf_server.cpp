@@ -19,7 +19,7 @@ using transport::Wc;
 using transport::WcStatus;
 using transport::WrOpcode;
 
-constexpr Nanos kEventWait = std::chrono::milliseconds(10);
+constexpr Nanos kServerEventWait = std::chrono::milliseconds(10);
 // How often a busy loop looks at the side channel when it has nothing else to do.
 constexpr auto kChannelCheck = std::chrono::milliseconds(1);
 // After the client's "end": how long unreliable transports may stay quiet before the
@@ -183,7 +183,7 @@ bool serve_receiver(PerfContext& ctx, OobSocket& sock, uint64_t size, ServerSize
   auto last_progress = Clock::now();
   auto last_check = Clock::now();
   for (;;) {
-    const int n = ctx.poll(wcs, kEventWait);
+    const int n = ctx.poll(wcs, kServerEventWait);
     for (int i = 0; i < n; ++i) {
       const Wc& wc = wcs[static_cast<size_t>(i)];
       if (wc.status != WcStatus::kSuccess) {
@@ -261,7 +261,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
     // Wait for ping `it`: its last byte (write) or its receive completion (send); reap our
     // previous pong's completion on the way.
     for (;;) {
-      const int n = ctx.poll(wcs, write ? Nanos(0) : kEventWait);
+      const int n = ctx.poll(wcs, write ? Nanos(0) : kServerEventWait);
       for (int i = 0; i < n; ++i) {
         const Wc& wc = wcs[static_cast<size_t>(i)];
         if (wc.status != WcStatus::kSuccess) {
@@ -289,7 +289,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
       // polling, yielded now and then.
       if (write && n == 0 && ctx.events()) ctx.idle_turn();
       // The side channel every kChannelCheck; busy polling, the clock every 32nd turn (a
-      // read is ~30 ns), with -e every turn (a turn may sleep up to kEventWait).
+      // read is ~30 ns), with -e every turn (a turn may sleep up to kServerEventWait).
       if (((++turns & 31) == 0 || ctx.events()) && Clock::now() - last_check > kChannelCheck) {
         last_check = Clock::now();
         if (!poll_channel(sock, st)) return false;

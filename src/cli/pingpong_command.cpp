@@ -36,14 +36,14 @@ using transport::Sge;
 using transport::Wc;
 using transport::WcStatus;
 
-constexpr const char* kCommand = "uroce pingpong";
+constexpr const char* kPingpongCommand = "uroce pingpong";
 constexpr uint64_t kRecvWrid = 1;
 constexpr uint64_t kSendWrid = 2;
 constexpr int kSrqMaxQp = 256;  // srq_pingpong's MAX_QP: it always exchanges 256 messages
 constexpr uint32_t kUdGrh = 40;
 constexpr size_t kPageSize = 4096;
 constexpr auto kStallLimit = std::chrono::seconds(10);
-constexpr Nanos kEventWait = std::chrono::milliseconds(100);
+constexpr Nanos kPingpongEventWait = std::chrono::milliseconds(100);
 
 struct PingpongOptions {
   std::string host;
@@ -123,7 +123,7 @@ struct Pingpong {
     n = cq->poll(out);
     if (n != 0) return n;
     // The channel serves this one CQ, so the event is its.
-    if (auto ev = channel->get_event(kEventWait); ev) cq->ack_events(1);
+    if (auto ev = channel->get_event(kPingpongEventWait); ev) cq->ack_events(1);
     return cq->poll(out);
   }
 
@@ -139,7 +139,7 @@ struct Pingpong {
 };
 
 int fail(const std::string& message) {
-  fmt::print(stderr, "{}: {}\n", kCommand, message);
+  fmt::print(stderr, "{}: {}\n", kPingpongCommand, message);
   return kExitFailure;
 }
 
@@ -290,7 +290,7 @@ bool connect_ctx(Pingpong& pp, const PingpongOptions& o, uint32_t my_psn_base,
 }
 
 int run_pingpong(PingpongOptions& o) {
-  arm_watchdog(kCommand, o.timeout);
+  arm_watchdog(kPingpongCommand, o.timeout);
   Pingpong pp;
   if (o.transport == "uc") pp.type = QpType::kUc;
   if (o.transport == "ud") pp.type = QpType::kUd;
@@ -342,7 +342,7 @@ int run_pingpong(PingpongOptions& o) {
   // rdma-core's exchange carries no MTU: clamp to our own port's active MTU and say so.
   std::string mtu_note;
   o.mtu = clamp_path_mtu(*pp.dev, pp.gid.port, o.mtu, std::nullopt, &mtu_note);
-  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kCommand, mtu_note);
+  if (!mtu_note.empty()) fmt::print(stderr, "{}: {}\n", kPingpongCommand, mtu_note);
   if (!init_ctx(pp, o, error)) return fail(error);
   const int routs_initial = pp.post_recv(pp.rx_depth);
   if (routs_initial < pp.rx_depth)

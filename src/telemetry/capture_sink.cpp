@@ -14,12 +14,12 @@ TimePoint unix_now() {
   return TimePoint(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
 }
 
-std::mutex& registry_mu() {
+std::mutex& sink_registry_mu() {
   static std::mutex mu;
   return mu;
 }
 
-std::map<std::string, std::weak_ptr<CaptureSink>>& registry() {
+std::map<std::string, std::weak_ptr<CaptureSink>>& sink_registry() {
   static std::map<std::string, std::weak_ptr<CaptureSink>> sinks;
   return sinks;
 }
@@ -28,8 +28,8 @@ std::map<std::string, std::weak_ptr<CaptureSink>>& registry() {
 
 std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::string* error,
                                                uint16_t udp_port) {
-  std::lock_guard lock(registry_mu());
-  if (auto existing = registry()[path].lock()) return existing;
+  std::lock_guard lock(sink_registry_mu());
+  if (auto existing = sink_registry()[path].lock()) return existing;
   auto sink = std::shared_ptr<CaptureSink>(new CaptureSink());
   if (!sink->writer_.open(path)) {
     if (error != nullptr) *error = "cannot write capture " + path + ": " + sink->writer_.error();
@@ -37,7 +37,7 @@ std::shared_ptr<CaptureSink> CaptureSink::open(const std::string& path, std::str
   }
   sink->path_ = path;
   sink->udp_port_ = udp_port;
-  registry()[path] = sink;
+  sink_registry()[path] = sink;
   return sink;
 }
 

@@ -14,18 +14,13 @@
 #include <set>
 
 #include "telemetry/explain.hpp"
+#include "telemetry/wall_clock.hpp"
 
 namespace uroce::telemetry {
 
 namespace {
 
 using transport::Counter;
-
-uint64_t unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // The engine's counters, then the aliases and tracker values, in the order of
 // published_counter_names(), into `v` (its storage reused: publish runs every few ms).

@@ -12,25 +12,20 @@
 
 #include "common/library_thread.hpp"
 #include "telemetry/prometheus.hpp"
+#include "telemetry/wall_clock.hpp"
 
 namespace uroce::telemetry {
 
 namespace {
 
-std::mutex& registry_mu() {
+std::mutex& server_registry_mu() {
   static std::mutex mu;
   return mu;
 }
 
-std::map<std::string, std::weak_ptr<MetricsServer>>& registry() {
+std::map<std::string, std::weak_ptr<MetricsServer>>& server_registry() {
   static std::map<std::string, std::weak_ptr<MetricsServer>> servers;
   return servers;
-}
-
-uint64_t unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -57,8 +52,8 @@ MetricsServer::MetricsServer() : http_(std::make_unique<httplib::Server>()) {}
 std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address,
                                                   const std::vector<const SnapshotSource*>& sources,
                                                   std::string* error) {
-  std::lock_guard lock(registry_mu());
-  if (auto existing = registry()[address].lock()) {
+  std::lock_guard lock(server_registry_mu());
+  if (auto existing = server_registry()[address].lock()) {
     for (const SnapshotSource* s : sources) existing->add(s);
     return existing;
   }
@@ -109,7 +104,7 @@ std::shared_ptr<MetricsServer> MetricsServer::get(const std::string& address,
     self->http_->listen_after_bind();
     self->listen_returned_.store(true);
   });
-  registry()[address] = server;
+  server_registry()[address] = server;
   return server;
 }
 

@@ -6,17 +6,14 @@
 #include "transport/engine_impl.hpp"
 #include "transport/packet_out.hpp"
 #include "wire/byte_order.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::transport {
 namespace {
 
-constexpr size_t kUdpHeaderLen = 8;
-constexpr size_t kIpv4HeaderLen = 20;
-constexpr uint8_t kIpProtoUdp = 17;
-
 uint16_t ipv4_checksum(const uint8_t* h) {
   uint32_t sum = 0;
-  for (size_t i = 0; i < kIpv4HeaderLen; i += 2) sum += wire::load_be16(h + i);
+  for (size_t i = 0; i < wire::kIpv4MinHeaderLen; i += 2) sum += wire::load_be16(h + i);
   while ((sum >> 16) != 0) sum = (sum & 0xFFFF) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
 }
@@ -29,8 +26,8 @@ std::array<uint8_t, kGrhLen> build_grh(const PacketMeta& meta, size_t roce_len) 
     uint8_t* h = g.data();
     h[0] = static_cast<uint8_t>(0x60 | (meta.tos >> 4));
     h[1] = static_cast<uint8_t>((meta.tos & 0x0F) << 4);  // flow label: not seen by a socket
-    wire::store_be16(h + 4, static_cast<uint16_t>(kUdpHeaderLen + roce_len));
-    h[6] = kIpProtoUdp;
+    wire::store_be16(h + 4, static_cast<uint16_t>(wire::kUdpHeaderLen + roce_len));
+    h[6] = wire::kIpProtoUdp;
     h[7] = meta.ttl;
     std::memcpy(h + 8, meta.ip.src.data(), 16);
     std::memcpy(h + 24, meta.ip.dst.data(), 16);
@@ -39,11 +36,12 @@ std::array<uint8_t, kGrhLen> build_grh(const PacketMeta& meta, size_t roce_len) 
   uint8_t* h = g.data() + 20;  // rxe: bytes 0..19 zero, the IPv4 header in 20..39
   h[0] = 0x45;
   h[1] = meta.tos;
-  wire::store_be16(h + 2, static_cast<uint16_t>(kIpv4HeaderLen + kUdpHeaderLen + roce_len));
+  wire::store_be16(h + 2,
+                   static_cast<uint16_t>(wire::kIpv4MinHeaderLen + wire::kUdpHeaderLen + roce_len));
   wire::store_be16(h + 4, meta.ip.ipv4_id);
   wire::store_be16(h + 6, meta.ip.ipv4_df ? 0x4000 : 0);
   h[8] = meta.ttl;
-  h[9] = kIpProtoUdp;
+  h[9] = wire::kIpProtoUdp;
   std::memcpy(h + 12, meta.ip.src.data() + 12, 4);
   std::memcpy(h + 16, meta.ip.dst.data() + 12, 4);
   wire::store_be16(h + 10, ipv4_checksum(h));

@@ -21,16 +21,13 @@
 #include "wire/byte_order.hpp"
 #include "wire/crc32_algebra.hpp"
 #include "wire/header_layout.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::wire {
 namespace {
 
 constexpr size_t kLrhStandInLen = 8;  // the IB LRH is replaced by 8 bytes of 0xFF
-constexpr size_t kIpv4HeaderLen = 20;
 constexpr size_t kIpv4MaxHeaderLen = 60;
-constexpr size_t kIpv6HeaderLen = 40;
-constexpr size_t kUdpHeaderLen = 8;
-constexpr uint8_t kIpProtoUdp = 17;
 constexpr uint8_t kIpv4DfBit = 0x40;   // in the first flags/fragment-offset byte
 constexpr size_t kBthVariantByte = 4;  // FECN, BECN, reserved
 constexpr size_t kMaxPrefixLen = kLrhStandInLen + kIpv4MaxHeaderLen + kUdpHeaderLen + kBthLen;
@@ -84,7 +81,7 @@ size_t write_ctx_prefix(const IpContext& ctx, size_t roce_len_with_icrc,
     at = kLrhStandInLen + kIpv6HeaderLen;
   } else {
     ip[0] = 0x45;
-    store_be16(ip + 2, static_cast<uint16_t>(kIpv4HeaderLen + udp_len));
+    store_be16(ip + 2, static_cast<uint16_t>(kIpv4MinHeaderLen + udp_len));
     store_be16(ip + 4, ctx.ipv4_id);
     ip[6] = ctx.ipv4_df ? kIpv4DfBit : 0;
     ip[7] = 0;
@@ -92,7 +89,7 @@ size_t write_ctx_prefix(const IpContext& ctx, size_t roce_len_with_icrc,
     std::memcpy(ip + 12, ctx.src.data() + 12, 4);
     std::memcpy(ip + 16, ctx.dst.data() + 12, 4);
     mask_ip(ip, false);
-    at = kLrhStandInLen + kIpv4HeaderLen;
+    at = kLrhStandInLen + kIpv4MinHeaderLen;
   }
   uint8_t* udp = s + at;
   store_be16(udp, ctx.sport);
@@ -250,7 +247,7 @@ uint32_t icrc_of_ip_datagram(std::span<const uint8_t> d) {
   size_t ip_len;
   if (version == 4) {
     ip_len = size_t{d[0] & 0x0Fu} * 4;
-    if (ip_len < kIpv4HeaderLen) return 0;
+    if (ip_len < kIpv4MinHeaderLen) return 0;
   } else if (version == 6) {
     ip_len = kIpv6HeaderLen;
   } else {
@@ -346,7 +343,7 @@ IcrcResult verify_icrc_udp(const IpContext& ctx, std::span<const uint8_t> roce_w
   // Same-length messages: the CRC difference is the linear image of the bit difference. If
   // it lies in the span of what the ID and DF bits can contribute, some ID/DF explains it.
   const size_t n = roce_with_icrc.size() - kIcrcLen;
-  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  const size_t message_len = kLrhStandInLen + kIpv4MinHeaderLen + kUdpHeaderLen + n;
   return id_subspace(message_len).contains(mismatch) ? IcrcResult::kOkModuloIpv4Id
                                                      : IcrcResult::kBad;
 }
@@ -359,7 +356,7 @@ std::optional<Ipv4IdAndDf> solve_ipv4_id(const IpContext& ctx,
   zero.ipv4_id = 0;
   zero.ipv4_df = false;
   const uint32_t residual = icrc_mismatch(zero, roce_with_icrc);
-  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  const size_t message_len = kLrhStandInLen + kIpv4MinHeaderLen + kUdpHeaderLen + n;
   const auto g = id_subspace(message_len).solve(residual);
   if (!g) return std::nullopt;
   // Generators 0..7 are the ID's high byte bits, 8..15 its low byte bits, 16 DF.
@@ -372,7 +369,7 @@ Ipv4IdIcrcDelta::Ipv4IdIcrcDelta(size_t roce_len_with_icrc) : roce_len_(roce_len
   // ICRC; a byte at offset p is followed by message_len - 1 - p bytes. The XOR is linear in
   // the ID's bits: the table entry for a low byte is the XOR of its bits' images.
   const size_t n = roce_len_with_icrc < kIcrcLen ? 0 : roce_len_with_icrc - kIcrcLen;
-  const size_t message_len = kLrhStandInLen + kIpv4HeaderLen + kUdpHeaderLen + n;
+  const size_t message_len = kLrhStandInLen + kIpv4MinHeaderLen + kUdpHeaderLen + n;
   high_bits_ = crc32_byte_bit_images(message_len - 1 - kIdOffset);
   const std::array<uint32_t, 8> low_bits = crc32_byte_bit_images(message_len - 2 - kIdOffset);
   for (size_t v = 1; v < low_.size(); ++v) {
@@ -386,7 +383,7 @@ bool verify_icrc_ip_datagram(std::span<const uint8_t> d) {
   const uint8_t version = d[0] >> 4;
   size_t ip_len;
   uint8_t proto;
-  if (version == 4 && d.size() >= kIpv4HeaderLen) {
+  if (version == 4 && d.size() >= kIpv4MinHeaderLen) {
     ip_len = size_t{d[0] & 0x0Fu} * 4;
     proto = d[9];
   } else if (version == 6 && d.size() >= kIpv6HeaderLen) {
@@ -395,7 +392,7 @@ bool verify_icrc_ip_datagram(std::span<const uint8_t> d) {
   } else {
     return false;
   }
-  if (proto != kIpProtoUdp || ip_len < kIpv4HeaderLen ||
+  if (proto != kIpProtoUdp || ip_len < kIpv4MinHeaderLen ||
       d.size() < ip_len + kUdpHeaderLen + kBthLen + kIcrcLen) {
     return false;
   }

@@ -19,10 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint8_t kRcSendOnly = 0x04;     // IBTA 9.2 Table 38: RC SEND Only
-constexpr uint8_t kRcWriteOnly = 0x0A;    // RC RDMA WRITE Only
-constexpr uint8_t kRcAcknowledge = 0x11;  // RC Acknowledge
-
 // How one side of an RcPair runs (make_fake_device's options).
 struct DeviceSpec {
   bool thread = true;         // a progress thread

@@ -26,8 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint8_t kRcSendOnly = 0x04;     // IBTA 9.2 Table 38: RC SEND Only
-constexpr uint8_t kRcAcknowledge = 0x11;  // RC Acknowledge
 constexpr Nanos kMinute = std::chrono::minutes(1);
 constexpr Nanos kLongHandoff = std::chrono::seconds(10);
 constexpr Nanos kEventTimeout = std::chrono::seconds(20);

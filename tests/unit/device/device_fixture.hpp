@@ -101,6 +101,11 @@ inline void connect_rc_pair(QueuePair& qa, QueuePair& qb) {
   ASSERT_TRUE(connect_qp(qb, 200, QpEndpoint{qa.qp_num(), 100, fake_gid(1)}, opt));
 }
 
+// Opcodes the tests expect on the fake wire (IBTA 9.2 Table 38).
+inline constexpr uint8_t kRcSendOnly = 0x04;
+inline constexpr uint8_t kRcWriteOnly = 0x0A;
+inline constexpr uint8_t kRcAcknowledge = 0x11;
+
 // What device `from` put on the wire, from log entry `first` on.
 inline std::vector<uint8_t> opcodes_from(const FakeWire& wire, uint8_t from, size_t first = 0) {
   std::vector<uint8_t> out;

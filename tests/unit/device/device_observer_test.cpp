@@ -20,9 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint8_t kRcSendOnly = 0x04;     // IBTA 9.2 Table 38: RC SEND Only
-constexpr uint8_t kRcAcknowledge = 0x11;  // RC Acknowledge
-
 // Records "rx <opcode>" and "tx <opcode>" in the order the device reports them.
 class RecordingObserver : public device::DeviceObserver {
  public:

@@ -17,8 +17,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Packet pkt(uint32_t bytes, uint8_t priority, uint32_t ingress = 0, uint64_t cookie = 0,
-           bool ect = false) {
+Packet prio_pkt(uint32_t bytes, uint8_t priority, uint32_t ingress = 0, uint64_t cookie = 0,
+                bool ect = false) {
   return Packet{
       .bytes = bytes, .ingress = ingress, .cookie = cookie, .ect = ect, .priority = priority};
 }
@@ -54,7 +54,7 @@ std::vector<Sent> drain(SwitchQueues& q, uint32_t egress = 0) {
 void queue_n(SwitchQueues& q, int n, uint32_t bytes, uint8_t priority, TimePoint at = 0ns,
              uint32_t ingress = 0) {
   for (int i = 0; i < n; ++i) {
-    ASSERT_EQ(q.enqueue(0, pkt(bytes, priority, ingress), at).verdict, EnqueueVerdict::kQueued)
+    ASSERT_EQ(q.enqueue(0, prio_pkt(bytes, priority, ingress), at).verdict, EnqueueVerdict::kQueued)
         << "priority " << int{priority} << " packet " << i;
   }
 }
@@ -234,7 +234,7 @@ TEST(SwitchPriority, PortLimitIsSharedAndDynamicThresholdsArePerQueue) {
   queue_n(s, 6, 1000, 0);
   int queued = 0;
   for (int i = 0; i < 10; ++i)
-    queued += s.enqueue(0, pkt(1000, 1), 0ns).verdict == EnqueueVerdict::kQueued;
+    queued += s.enqueue(0, prio_pkt(1000, 1), 0ns).verdict == EnqueueVerdict::kQueued;
   EXPECT_EQ(queued, 4);
   EXPECT_EQ(s.port(0, 1).dropped_tail, 6u);
   EXPECT_EQ(s.port(0, 0).dropped_tail, 0u);
@@ -248,9 +248,9 @@ TEST(SwitchPriority, PortLimitIsSharedAndDynamicThresholdsArePerQueue) {
   SwitchQueues d(c);
   int queued0 = 0, queued1 = 0;
   for (int i = 0; i < 20; ++i)
-    queued0 += d.enqueue(0, pkt(1000, 0), 0ns).verdict == EnqueueVerdict::kQueued;
+    queued0 += d.enqueue(0, prio_pkt(1000, 0), 0ns).verdict == EnqueueVerdict::kQueued;
   for (int i = 0; i < 20; ++i)
-    queued1 += d.enqueue(0, pkt(1000, 1), 0ns).verdict == EnqueueVerdict::kQueued;
+    queued1 += d.enqueue(0, prio_pkt(1000, 1), 0ns).verdict == EnqueueVerdict::kQueued;
   EXPECT_EQ(queued0, 8);
   EXPECT_EQ(queued1, 4);
   EXPECT_EQ(d.shared_used_bytes(), 12000u);
@@ -268,8 +268,8 @@ TEST(SwitchPriority, RedUsesThePriorityQueueDepth) {
            .at = MarkPoint::kEnqueue};
   SwitchQueues q(c);
   queue_n(q, 5, 1000, 0);
-  EXPECT_FALSE(q.enqueue(0, pkt(1000, 1, 0, 0, true), 0ns).marked);
-  EXPECT_TRUE(q.enqueue(0, pkt(1000, 0, 0, 0, true), 0ns).marked);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(1000, 1, 0, 0, true), 0ns).marked);
+  EXPECT_TRUE(q.enqueue(0, prio_pkt(1000, 0, 0, 0, true), 0ns).marked);
   EXPECT_EQ(q.port(0, 0).ecn_marked, 1u);
   EXPECT_EQ(q.port(0, 1).ecn_marked, 0u);
   EXPECT_EQ(q.port(0).ecn_marked, 1u);
@@ -303,8 +303,8 @@ TEST(SwitchPriority, PfcPausesOnePriorityOfAnIngressAndLeavesTheOthersFlowing) {
   ASSERT_EQ(validate(c), "");
   SwitchQueues q(c);
   const TimePoint t0 = 100ns;
-  for (int i = 1; i <= 3; ++i) EXPECT_FALSE(q.enqueue(0, pkt(1000, 3, 1), t0).pause) << i;
-  EnqueueResult r = q.enqueue(0, pkt(1000, 3, 1), t0);
+  for (int i = 1; i <= 3; ++i) EXPECT_FALSE(q.enqueue(0, prio_pkt(1000, 3, 1), t0).pause) << i;
+  EnqueueResult r = q.enqueue(0, prio_pkt(1000, 3, 1), t0);
   EXPECT_EQ(r.verdict, EnqueueVerdict::kQueued);
   EXPECT_TRUE(r.pause);
   EXPECT_TRUE(q.paused(1, 3));
@@ -312,15 +312,15 @@ TEST(SwitchPriority, PfcPausesOnePriorityOfAnIngressAndLeavesTheOthersFlowing) {
   EXPECT_TRUE(q.paused(1));
   EXPECT_FALSE(q.paused(0));
   for (int i = 1; i <= 3; ++i) {
-    r = q.enqueue(0, pkt(1000, 0, 1), t0);
+    r = q.enqueue(0, prio_pkt(1000, 0, 1), t0);
     EXPECT_EQ(r.verdict, EnqueueVerdict::kQueued) << i;
     EXPECT_FALSE(r.pause) << i;
   }
   EXPECT_FALSE(q.paused(1, 0));
-  r = q.enqueue(0, pkt(1000, 3, 1), t0);
+  r = q.enqueue(0, prio_pkt(1000, 3, 1), t0);
   EXPECT_EQ(r.verdict, EnqueueVerdict::kQueued);
   EXPECT_FALSE(r.pause);  // one pause event per episode
-  EXPECT_EQ(q.enqueue(0, pkt(1000, 3, 1), t0).verdict, EnqueueVerdict::kDroppedHeadroom);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(1000, 3, 1), t0).verdict, EnqueueVerdict::kDroppedHeadroom);
   EXPECT_EQ(q.port(0, 3).dropped_headroom, 1u);
   EXPECT_EQ(q.port(0, 0).dropped_headroom, 0u);
   EXPECT_EQ(q.port(0).dropped_headroom, 1u);
@@ -359,10 +359,10 @@ TEST(SwitchPriority, XoffXonHysteresisIsExact) {
   c.pfc = {.xoff_bytes = 4000, .xon_bytes = 2000, .headroom_bytes = 10000};
   ASSERT_EQ(validate(c), "");
   SwitchQueues q(c);
-  EXPECT_FALSE(q.enqueue(0, pkt(2000, 1), 0ns).pause);
-  EXPECT_FALSE(q.enqueue(0, pkt(2000, 1), 0ns).pause);  // 4000 = XOFF
-  EXPECT_TRUE(q.enqueue(0, pkt(1, 1), 10ns).pause);     // 4001 > XOFF
-  auto d = q.dequeue(0, 10ns);                          // starts at 0: 2001 left, above XON
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(2000, 1), 0ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(2000, 1), 0ns).pause);  // 4000 = XOFF
+  EXPECT_TRUE(q.enqueue(0, prio_pkt(1, 1), 10ns).pause);     // 4001 > XOFF
+  auto d = q.dequeue(0, 10ns);                               // starts at 0: 2001 left, above XON
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->resume);
   EXPECT_TRUE(q.paused(0, 1));
@@ -372,9 +372,9 @@ TEST(SwitchPriority, XoffXonHysteresisIsExact) {
   EXPECT_EQ(d->tx_start, 2000ns);
   EXPECT_EQ(q.ingress(0, 1, 1s).paused_ns, 1990u);
   // On the way up from 1 B: 3001 (between XON and XOFF) stays flowing, 4000 too, 4001 pauses.
-  EXPECT_FALSE(q.enqueue(0, pkt(3000, 1), 5000ns).pause);
-  EXPECT_FALSE(q.enqueue(0, pkt(999, 1), 5000ns).pause);
-  EXPECT_TRUE(q.enqueue(0, pkt(1, 1), 5000ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(3000, 1), 5000ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(999, 1), 5000ns).pause);
+  EXPECT_TRUE(q.enqueue(0, prio_pkt(1, 1), 5000ns).pause);
   EXPECT_EQ(q.ingress(0, 1, 5000ns).pause_events, 2u);
   // Down: 4000 after the 1 B packet leaves (still paused: 4000 > XON), 1000 after the
   // 3000 B one: resumed.
@@ -382,7 +382,7 @@ TEST(SwitchPriority, XoffXonHysteresisIsExact) {
   while (auto e = q.dequeue(0, 1s)) resumed.push_back(e->resume);
   EXPECT_EQ(resumed, (std::vector<bool>{false, true, false, false}));
   // Priority 0 is lossy: no PFC accounting at all.
-  EXPECT_FALSE(q.enqueue(0, pkt(100000, 0), 2s).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(100000, 0), 2s).pause);
   EXPECT_EQ(q.ingress(0, 0, 2s).occupancy_bytes, 0u);
 }
 
@@ -394,15 +394,15 @@ TEST(SwitchPriority, HeadroomDropsOnlyBeyondXoffPlusHeadroom) {
   c.ingress_ports = 2;
   c.pfc = {.xoff_bytes = 2000, .xon_bytes = 1000, .headroom_bytes = 1500};
   SwitchQueues q(c);
-  EXPECT_FALSE(q.enqueue(0, pkt(2000, 1), 0ns).pause);
-  EXPECT_TRUE(q.enqueue(0, pkt(1000, 1), 0ns).pause);
-  EXPECT_EQ(q.enqueue(0, pkt(501, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
-  EXPECT_EQ(q.enqueue(0, pkt(500, 1), 0ns).verdict, EnqueueVerdict::kQueued);  // 3500
-  EXPECT_EQ(q.enqueue(0, pkt(1, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(2000, 1), 0ns).pause);
+  EXPECT_TRUE(q.enqueue(0, prio_pkt(1000, 1), 0ns).pause);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(501, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(500, 1), 0ns).verdict, EnqueueVerdict::kQueued);  // 3500
+  EXPECT_EQ(q.enqueue(0, prio_pkt(1, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
   // Another priority of the same ingress, and the same priority of another ingress, have
   // their own budgets.
-  EXPECT_EQ(q.enqueue(0, pkt(3500, 0), 0ns).verdict, EnqueueVerdict::kQueued);
-  EXPECT_EQ(q.enqueue(0, pkt(3500, 1, 1), 0ns).verdict, EnqueueVerdict::kQueued);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(3500, 0), 0ns).verdict, EnqueueVerdict::kQueued);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(3500, 1, 1), 0ns).verdict, EnqueueVerdict::kQueued);
   EXPECT_EQ(q.port(0, 1).dropped_headroom, 2u);
   EXPECT_EQ(q.port(0, 0).dropped_headroom, 0u);
   EXPECT_EQ(q.port(0).dropped_tail, 0u);
@@ -423,15 +423,15 @@ TEST(SwitchPriority, DynamicXoffPerPriorityShrinksAsThePoolFills) {
   c.pfc = {.xoff_bytes = 5000, .xon_bytes = 500, .headroom_bytes = 1000};
   ASSERT_EQ(validate(c), "");
   SwitchQueues q(c);
-  EXPECT_FALSE(q.enqueue(0, pkt(1000, 0), 0ns).pause);
-  EXPECT_FALSE(q.enqueue(0, pkt(1000, 0), 0ns).pause);
-  EXPECT_FALSE(q.enqueue(0, pkt(1000, 1), 0ns).pause);
-  EXPECT_TRUE(q.enqueue(0, pkt(1000, 1), 0ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(1000, 0), 0ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(1000, 0), 0ns).pause);
+  EXPECT_FALSE(q.enqueue(0, prio_pkt(1000, 1), 0ns).pause);
+  EXPECT_TRUE(q.enqueue(0, prio_pkt(1000, 1), 0ns).pause);
   EXPECT_FALSE(q.paused(0, 0));
   EXPECT_TRUE(q.paused(0, 1));
   // Pool 4000 used, 6000 free: XOFF 1500, headroom to 2500 for priority 1 (at 2000).
-  EXPECT_EQ(q.enqueue(0, pkt(501, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
-  EXPECT_EQ(q.enqueue(0, pkt(500, 1), 0ns).verdict, EnqueueVerdict::kQueued);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(501, 1), 0ns).verdict, EnqueueVerdict::kDroppedHeadroom);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(500, 1), 0ns).verdict, EnqueueVerdict::kQueued);
 }
 
 // Downstream pause of priority 1 on egress 0: priority 0 keeps going, priority 1 waits, and
@@ -497,11 +497,11 @@ TEST(SwitchPriority, MixedLossyAndLosslessPriorities) {
   EXPECT_TRUE(q.lossless(3));
   EXPECT_FALSE(q.lossless(0));
   queue_n(q, 3, 1000, 0);
-  EXPECT_EQ(q.enqueue(0, pkt(1000, 0), 0ns).verdict, EnqueueVerdict::kDroppedTail);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(1000, 0), 0ns).verdict, EnqueueVerdict::kDroppedTail);
   std::vector<EnqueueVerdict> v;
   std::vector<bool> pauses;
   for (int i = 0; i < 6; ++i) {
-    const EnqueueResult r = q.enqueue(0, pkt(1000, 3), 0ns);
+    const EnqueueResult r = q.enqueue(0, prio_pkt(1000, 3), 0ns);
     v.push_back(r.verdict);
     pauses.push_back(r.pause);
   }
@@ -520,8 +520,8 @@ TEST(SwitchPriority, MixedLossyAndLosslessPriorities) {
   auto d = q.dequeue(0, 0ns);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->packet.priority, 0);
-  EXPECT_EQ(q.enqueue(0, pkt(1000, 1), 0ns).verdict, EnqueueVerdict::kQueued);  // pool 9000
-  EXPECT_EQ(q.enqueue(0, pkt(1000, 0), 0ns).verdict, EnqueueVerdict::kDroppedTail);
+  EXPECT_EQ(q.enqueue(0, prio_pkt(1000, 1), 0ns).verdict, EnqueueVerdict::kQueued);  // pool 9000
+  EXPECT_EQ(q.enqueue(0, prio_pkt(1000, 0), 0ns).verdict, EnqueueVerdict::kDroppedTail);
   EXPECT_EQ(q.port(0).dropped_tail, 2u);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fault/bottleneck.hpp"
+#include "memory_io.hpp"
 #include "net/impaired_packet_io.hpp"
 
 namespace uroce::net {
@@ -18,47 +19,10 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-TimePoint g_now{0};
-TimePoint virtual_now() {
-  return g_now;
-}
-
-struct Packet {
-  std::vector<uint8_t> bytes;
-  transport::PacketMeta meta;
-  TimePoint at{0};
-};
-
-class MemoryIo final : public device::PacketIo {
- public:
-  size_t rx_burst(std::span<device::RxPacket> out) override {
-    size_t n = 0;
-    while (n < out.size() && !incoming.empty()) {
-      const Packet& p = incoming.front();
-      std::copy(p.bytes.begin(), p.bytes.end(), out[n].buf.begin());
-      out[n].len = p.bytes.size();
-      out[n].meta = p.meta;
-      incoming.pop_front();
-      ++n;
-    }
-    return n;
-  }
-  size_t tx_burst(std::span<const transport::TxSlot> pkts) override {
-    for (const transport::TxSlot& s : pkts) {
-      sent.push_back(
-          Packet{std::vector<uint8_t>(s.buf.begin(), s.buf.begin() + static_cast<long>(s.len)),
-                 s.meta, g_now});
-    }
-    return pkts.size();
-  }
-  bool wait(Nanos, bool) override { return true; }
-  void wake() override {}
-  [[nodiscard]] bool can_send_from(const device::Gid&) const override { return true; }
-  [[nodiscard]] device::IoCounters io_counters() const override { return {}; }
-
-  std::deque<Packet> incoming;
-  std::vector<Packet> sent;
-};
+using test::g_now;
+using test::MemoryIo;
+using test::Packet;
+using test::virtual_now;
 
 // 958 bytes of RoCE + 42 of UDP/IPv4/Ethernet = 1000 bytes on the link.
 constexpr size_t kLen = 958;
@@ -72,7 +36,7 @@ Packet packet(uint32_t tag, uint8_t tos = 0x02) {
   return p;
 }
 
-uint32_t tag_of(const std::vector<uint8_t>& b) {
+uint32_t link_tag_of(const std::vector<uint8_t>& b) {
   return b[0] | uint32_t{b[1]} << 8;
 }
 
@@ -142,7 +106,7 @@ TEST_F(BottleneckIoTest, BackToBackPacketsLeaveExactlyOneSerializationTimeApart)
   (void)run_until_idle();
   ASSERT_EQ(mem_->sent.size(), 5u);
   for (uint32_t k = 0; k < 5; ++k) {
-    EXPECT_EQ(tag_of(mem_->sent[k].bytes), k + 1);
+    EXPECT_EQ(link_tag_of(mem_->sent[k].bytes), k + 1);
     EXPECT_EQ(mem_->sent[k].bytes, packet(k + 1).bytes);
     EXPECT_EQ(mem_->sent[k].at, t0 + milliseconds(k + 1)) << k;
     EXPECT_EQ(mem_->sent[k].meta.tos, 0x02);  // no RED: never marked
@@ -178,7 +142,7 @@ TEST_F(BottleneckIoTest, TailDropAtExactlyTheQueueLimit) {
   ASSERT_EQ(send(1, 4), 4u);  // a drop consumes the packet: it is not backpressure
   (void)run_until_idle();
   ASSERT_EQ(mem_->sent.size(), 3u);
-  for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ(tag_of(mem_->sent[k].bytes), k + 1);
+  for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ(link_tag_of(mem_->sent[k].bytes), k + 1);
   EXPECT_EQ(io_->io_counters().impair_queue_dropped, 1u);
   EXPECT_EQ(io_->io_counters().impair_queue_max_bytes, 3000u);
 
@@ -203,7 +167,7 @@ TEST_F(BottleneckIoTest, TheQueueDrainsAsItSendsSoLaterArrivalsFit) {
   ASSERT_EQ(mem_->sent.size(), 4u);
   const uint32_t want[] = {1, 2, 3, 5};
   for (size_t k = 0; k < 4; ++k) {
-    EXPECT_EQ(tag_of(mem_->sent[k].bytes), want[k]);
+    EXPECT_EQ(link_tag_of(mem_->sent[k].bytes), want[k]);
     EXPECT_EQ(mem_->sent[k].at, t0 + milliseconds(k + 1));
   }
   EXPECT_EQ(io_->io_counters().impair_queue_dropped, 1u);

@@ -7,6 +7,7 @@
 #include <deque>
 #include <vector>
 
+#include "memory_io.hpp"
 #include "net/impaired_packet_io.hpp"
 #include "wire/icrc.hpp"
 
@@ -16,61 +17,10 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-TimePoint g_now{0};
-TimePoint virtual_now() {
-  return g_now;
-}
-
-struct Packet {
-  std::vector<uint8_t> bytes;
-  transport::PacketMeta meta;
-  TimePoint at{0};
-};
-
-class MemoryIo final : public device::PacketIo {
- public:
-  size_t rx_burst(std::span<device::RxPacket> out) override {
-    size_t n = 0;
-    while (n < out.size() && !incoming.empty()) {
-      const Packet& p = incoming.front();
-      std::copy(p.bytes.begin(), p.bytes.end(), out[n].buf.begin());
-      out[n].len = p.bytes.size();
-      out[n].meta = p.meta;
-      incoming.pop_front();
-      ++n;
-    }
-    return n;
-  }
-  size_t tx_burst(std::span<const transport::TxSlot> pkts) override {
-    size_t n = std::min(pkts.size(), accept_per_call);
-    for (size_t i = 0; i < n; ++i) {
-      sent.push_back(
-          Packet{std::vector<uint8_t>(pkts[i].buf.begin(),
-                                      pkts[i].buf.begin() + static_cast<long>(pkts[i].len)),
-                 pkts[i].meta, g_now});
-    }
-    return n;
-  }
-  bool wait(Nanos timeout, bool want_write) override {
-    last_timeout = timeout;
-    last_want_write = want_write;
-    return true;
-  }
-  void wake() override { ++wakes; }
-  [[nodiscard]] bool can_send_from(const device::Gid&) const override { return true; }
-  [[nodiscard]] device::IoCounters io_counters() const override {
-    device::IoCounters c;
-    c.icmp_too_big = 7;
-    return c;
-  }
-
-  std::deque<Packet> incoming;
-  std::vector<Packet> sent;
-  size_t accept_per_call = SIZE_MAX;
-  Nanos last_timeout{-2};
-  bool last_want_write = false;
-  int wakes = 0;
-};
+using test::g_now;
+using test::MemoryIo;
+using test::Packet;
+using test::virtual_now;
 
 // A packet whose ICRC is right for `meta`, tagged by its first payload byte.
 Packet sealed_packet(uint32_t tag, uint8_t tos = 0x02, size_t len = 64) {
@@ -87,7 +37,7 @@ Packet sealed_packet(uint32_t tag, uint8_t tos = 0x02, size_t len = 64) {
   return p;
 }
 
-uint32_t tag_of(const std::vector<uint8_t>& b) {
+uint32_t sealed_tag_of(const std::vector<uint8_t>& b) {
   return b[12] | uint32_t{b[13]} << 8;
 }
 
@@ -98,6 +48,7 @@ class ImpairedIoTest : public ::testing::Test {
     ASSERT_EQ(fault::parse_impair_spec("UROCE_IMPAIR", text, spec), "");
     auto inner = std::make_unique<MemoryIo>();
     mem_ = inner.get();
+    inner->counters.icmp_too_big = 7;  // the driver's own: io_counters() passes them on
     io_ = std::make_unique<ImpairedPacketIo>(std::move(inner), spec, 1, &virtual_now);
   }
 
@@ -202,14 +153,14 @@ TEST_F(ImpairedIoTest, ReorderingReallyReorders) {
   uint64_t early = 0;
   uint32_t inversions = 0;
   for (size_t k = 0; k < mem_->sent.size(); ++k) {
-    const uint32_t tag = tag_of(mem_->sent[k].bytes);
+    const uint32_t tag = sealed_tag_of(mem_->sent[k].bytes);
     const TimePoint sent_at = t0 + microseconds(10 * tag);
     if (mem_->sent[k].at == sent_at) {
       ++early;
     } else {
       EXPECT_EQ(mem_->sent[k].at, sent_at + milliseconds(1));
     }
-    if (k > 0 && tag < tag_of(mem_->sent[k - 1].bytes)) ++inversions;
+    if (k > 0 && tag < sealed_tag_of(mem_->sent[k - 1].bytes)) ++inversions;
   }
   EXPECT_EQ(early, reordered);
   EXPECT_GT(inversions, 10u);
@@ -290,7 +241,7 @@ TEST_F(ImpairedIoTest, ADriverThatTakesFewerKeepsTheRestInOrder) {
   (void)receive();
   (void)receive();
   ASSERT_EQ(mem_->sent.size(), 5u);
-  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(tag_of(mem_->sent[i].bytes), i);
+  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(sealed_tag_of(mem_->sent[i].bytes), i);
   io_->wait(std::chrono::seconds(1), false);
   EXPECT_FALSE(mem_->last_want_write);
 }

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "net_test_util.hpp"
+
 namespace uroce::net {
 namespace {
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using testing::ip;
 
 Interface fake_eth(const char* name, int ifindex, Mac mac, uint32_t mtu) {
   Interface i;

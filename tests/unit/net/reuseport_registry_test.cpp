@@ -17,9 +17,7 @@
 namespace uroce::net {
 namespace {
 
-IpAddr ip(const char* text) {
-  return IpAddr::parse(text).value();
-}
+using testing::ip;
 
 RegistryMember member(pid_t pid, uint32_t slot, const char* addr, uint32_t pos) {
   RegistryMember m;

@@ -20,16 +20,6 @@ bool have_scapy() {
   return status == 0;
 }
 
-std::string hex(std::span<const uint8_t> bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) {
-    s += kDigits[b >> 4];
-    s += kDigits[b & 15];
-  }
-  return s;
-}
-
 TEST(Scapy, ParsesScapyPacketsAndAgreesOnTheIcrc) {
   if (!have_scapy()) GTEST_SKIP() << "/usr/bin/python3 with scapy not found (python3-scapy)";
   test::TempDir dir;
@@ -92,7 +82,7 @@ TEST(Scapy, ParsesScapyPacketsAndAgreesOnTheIcrc) {
     if (e.contains("ieth_rkey")) {
       EXPECT_EQ(h.ieth_rkey, e["ieth_rkey"].get<uint32_t>());
     }
-    EXPECT_EQ(hex(p.payload), e["payload"].get<std::string>());
+    EXPECT_EQ(test::hex(p.payload), e["payload"].get<std::string>());
     for (const char* key :
          {"syndrome", "dma_len", "swap_add", "orig", "qkey", "immdt", "ieth_rkey"}) {
       const bool present = e.contains(key);

@@ -231,16 +231,6 @@ bool tshark_knows(uint8_t opcode) {
   return opcode != 0x1C && opcode != 0x1D && opcode != 0x81;
 }
 
-std::string hex(std::span<const uint8_t> bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) {
-    s += kDigits[b >> 4];
-    s += kDigits[b & 15];
-  }
-  return s;
-}
-
 void expect_same_bth_and_rest(const ParsedPacket& p, std::span<const uint8_t> roce,
                               const std::vector<std::string>& t) {
   EXPECT_EQ(num(t[kOpcode]), p.hdr.bth.opcode);
@@ -251,7 +241,7 @@ void expect_same_bth_and_rest(const ParsedPacket& p, std::span<const uint8_t> ro
   EXPECT_EQ(num(t[kDestQp]), p.hdr.bth.dqpn);
   EXPECT_EQ(num(t[kAckReq]), p.hdr.bth.ackreq);
   EXPECT_EQ(num(t[kPsn]), p.hdr.bth.psn.value());
-  EXPECT_EQ(t[kVendor], hex(roce.subspan(kBthLen)));
+  EXPECT_EQ(t[kVendor], test::hex(roce.subspan(kBthLen)));
 }
 
 TEST(Tshark, DissectsPacketsWeBuildForEveryOpcodeCleanly) {

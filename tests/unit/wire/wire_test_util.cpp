@@ -45,6 +45,16 @@ bool have_program(const std::string& name) {
   return status == 0;
 }
 
+std::string hex(std::span<const uint8_t> bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : bytes) {
+    s += kDigits[b >> 4];
+    s += kDigits[b & 15];
+  }
+  return s;
+}
+
 std::vector<std::filesystem::path> capture_files() {
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(

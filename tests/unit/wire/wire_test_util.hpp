@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ class TempDir {
 // Runs `command` through /bin/sh; returns its stdout, sets `exit_status`.
 std::string run_command(const std::string& command, int& exit_status);
 [[nodiscard]] bool have_program(const std::string& name);
+
+// Lower-case hex digits of `bytes`, two per byte, as scapy and tshark print them.
+[[nodiscard]] std::string hex(std::span<const uint8_t> bytes);
 
 // Every *.pcap in tests/data/rxe (the Soft-RoCE captures), sorted.
 std::vector<std::filesystem::path> capture_files();
