@@ -35,18 +35,13 @@ constexpr Nanos kClientEventWait = std::chrono::milliseconds(100);
 // How often the loops look whether the server closed the side channel (its process died).
 constexpr int64_t kChannelWatchNs = 10'000'000;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 // The server never writes to the side channel during a run, so a readable end means it
 // closed: its process is gone. Checked every kChannelWatchNs, not per completion.
 class ChannelWatch {
  public:
   explicit ChannelWatch(const OobSocket& sock) : sock_(sock) {}
   bool server_gone(PerfOutcome& out) {
-    const int64_t t = now_ns();
+    const int64_t t = steady_now_ns();
     if (t - last_ < kChannelWatchNs) return false;
     last_ = t;
     if (!sock_.peer_closed()) return false;
@@ -71,10 +66,10 @@ std::string no_completion(PerfContext& ctx, int q, bool sends_outstanding) {
 // Time that counts for the measurement: the pauses for --verify round trips are left out.
 class ActiveClock {
  public:
-  ActiveClock() : start_(now_ns()) {}
-  void pause() { paused_at_ = now_ns(); }
-  void resume() { paused_total_ += now_ns() - paused_at_; }
-  [[nodiscard]] int64_t elapsed() const { return now_ns() - start_ - paused_total_; }
+  ActiveClock() : start_(steady_now_ns()) {}
+  void pause() { paused_at_ = steady_now_ns(); }
+  void resume() { paused_total_ += steady_now_ns() - paused_at_; }
+  [[nodiscard]] int64_t elapsed() const { return steady_now_ns() - start_ - paused_total_; }
 
  private:
   int64_t start_;
@@ -130,7 +125,7 @@ class WindowRunner {
     round_end_ = rounds_ ? ring_ : kNoLimit;
     if (rounds_ && test_.verb == PerfVerb::kRead && !request_fill()) return;
     clock_ = ActiveClock();
-    int64_t last_progress = now_ns();
+    int64_t last_progress = steady_now_ns();
     int64_t last_ack_check = last_progress;
     acked_moved();  // the starting PSNs
     std::array<Wc, 64> wcs;
@@ -161,12 +156,13 @@ class WindowRunner {
       }
       if (n > 0) {
         samples_.push_back({total_done(), t, static_cast<size_t>(n) < wcs.size()});
-        last_progress = now_ns();
-      } else if (now_ns() - last_ack_check > kAckCheckNs) {
-        last_ack_check = now_ns();
+        last_progress = steady_now_ns();
+      } else if (steady_now_ns() - last_ack_check > kAckCheckNs) {
+        last_ack_check = steady_now_ns();
         if (acked_moved()) last_progress = last_ack_check;
       }
-      if (n == 0 && now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
+      if (n == 0 &&
+          steady_now_ns() - last_progress > std::chrono::nanoseconds(kStallLimit).count()) {
         int stalled = 0;
         for (int q = 0; q < qps_; ++q) {
           if (posted_[static_cast<size_t>(q)] > done_[static_cast<size_t>(q)]) stalled = q;
@@ -415,7 +411,7 @@ bool await_bytes(PerfContext& ctx, ChannelWatch& watch, std::span<const uint8_t>
     if (!ctx.dev().progress()) ctx.idle_turn();
     if ((++turns & 31) != 0) continue;  // the clocks below every 32nd turn
     if (watch.server_gone(out)) return false;
-    if (now_ns() > stall_deadline) {
+    if (steady_now_ns() > stall_deadline) {
       out.error = fmt::format(
           "no reply for {} s: {}", kStallLimit.count(),
           stall_reason(ctx.dev(), ctx.qpn(0), ctx.remote()[0].gid, false, ctx.setup().mtu));
@@ -423,11 +419,11 @@ bool await_bytes(PerfContext& ctx, ChannelWatch& watch, std::span<const uint8_t>
     }
   }
   if (!verify) return true;
-  const int64_t settle = now_ns() + std::chrono::nanoseconds(kSettleLimit).count();
+  const int64_t settle = steady_now_ns() + std::chrono::nanoseconds(kSettleLimit).count();
   for (;;) {
     const auto bad = check_pattern(buf.first(buf.size() - 1), id);
     if (!bad) return true;
-    if (now_ns() > settle) {
+    if (steady_now_ns() > settle) {
       out.error = fmt::format("verify: wrong byte at offset {}", *bad);
       return false;
     }
@@ -456,7 +452,7 @@ void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t siz
   // A ping's latency runs from its post to the next post (half of it, one way), as
   // perftest counts it: one clock read per round trip, and what the program does between a
   // reply and its next ping counts too. With --verify the pattern is written first.
-  int64_t t0 = now_ns();
+  int64_t t0 = steady_now_ns();
   const int64_t end = s.duration > 0 ? t0 + static_cast<int64_t>(s.duration * 1e9) : INT64_MAX;
   // The receive a reply used goes back after the next ping has left: a latency-minded
   // program sends first and tidies up while it waits. Only with another receive still
@@ -468,7 +464,7 @@ void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t siz
     uint8_t* src = ctx.aux(0);
     if (s.verify) {
       fill_pattern({src, size}, perf_pattern_id(0, it, size));
-      t0 = now_ns();
+      t0 = steady_now_ns();
     }
     src[size - 1] = pingpong_seq(it);
     Sge sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(size), ctx.lkey()};
@@ -504,7 +500,7 @@ void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t siz
       // Busy polling, the clocks below every 32nd turn; with -e a turn may sleep, so each.
       if (n >= 0 && !ctx.events() && (++turns & 31) != 0) continue;
       if (watch.server_gone(out)) return;
-      if (n < 0 || now_ns() > stall_deadline) {
+      if (n < 0 || steady_now_ns() > stall_deadline) {
         out.ok = false;
         out.error = n < 0 ? std::string("polling the CQ failed") : no_completion(ctx, 0, !sent);
         return;
@@ -523,7 +519,7 @@ void run_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t siz
       out.error = fmt::format("iteration {}: {}", it, out.error);
       return;
     }
-    const int64_t t1 = now_ns();
+    const int64_t t1 = steady_now_ns();
     lat.push_back(static_cast<double>(t1 - t0) / 2000.0);
     t0 = t1;
     if (s.verify) out.checked_bytes += size;

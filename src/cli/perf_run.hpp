@@ -13,6 +13,7 @@
 // send: receiver, ping-pong: both, atomics: every fetched value and the final counter).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,12 @@
 #include "cli/perf_report.hpp"
 
 namespace uroce::cli {
+
+// The steady clock in nanoseconds, as the run loops keep their deadlines.
+[[nodiscard]] inline int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 struct PerfOutcome {
   bool ok = true;

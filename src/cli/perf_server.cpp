@@ -26,7 +26,7 @@ constexpr auto kChannelCheck = std::chrono::milliseconds(1);
 // receiver stops waiting for messages that were lost.
 constexpr auto kDrainQuiet = std::chrono::milliseconds(200);
 constexpr auto kRcDrainLimit = std::chrono::seconds(10);
-constexpr auto kSettleLimit = std::chrono::milliseconds(100);
+constexpr auto kServerSettleLimit = std::chrono::milliseconds(100);
 constexpr auto kUcSettle = std::chrono::seconds(1);
 // Before the counters go into the reply: how long the device may receive nothing before the
 // client's missing packets count as lost, and the most the reply waits for them.
@@ -297,7 +297,7 @@ bool serve_pingpong(PerfContext& ctx, OobSocket& sock, PerfTest test, uint64_t s
       }
     }
     if (s.verify) {
-      const auto settle = Clock::now() + kSettleLimit;
+      const auto settle = Clock::now() + kServerSettleLimit;
       std::optional<size_t> bad;
       do {
         bad = check_pattern({ctx.slot(0, 0) + offset, size - 1}, perf_pattern_id(0, it, size));

@@ -28,11 +28,6 @@ constexpr auto kSocketCheck = std::chrono::milliseconds(1);
 constexpr auto kSizeCheck = std::chrono::milliseconds(500);
 constexpr auto kSizeRescan = std::chrono::milliseconds(200);
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr int64_t ns(Nanos d) {
   return d.count();
 }
@@ -98,12 +93,12 @@ class PingPong {
       if (rcnt < iters_ && !(scnt < 1 && server_)) {
         ++rcnt;
         const auto want = static_cast<uint8_t>(rcnt);
-        const int64_t deadline = now_ns() + ns(kStall);
-        int64_t next_cq_check = now_ns() + ns(kSocketCheck);
+        const int64_t deadline = steady_now_ns() + ns(kStall);
+        int64_t next_cq_check = steady_now_ns() + ns(kSocketCheck);
         int64_t next_size_scan = 0;
         while (std::atomic_ref<const uint8_t>(*poll_byte).load(std::memory_order_acquire) != want) {
           if (!ctx_.dev().progress()) std::this_thread::yield();
-          const int64_t t = now_ns();
+          const int64_t t = steady_now_ns();
           if (t > next_cq_check) {
             next_cq_check = t + ns(kSocketCheck);
             if (!reap()) return;
@@ -122,7 +117,7 @@ class PingPong {
         }
       }
       if (scnt < iters_) {
-        posted_.push_back(now_ns());
+        posted_.push_back(steady_now_ns());
         src[size_ - 1] = static_cast<uint8_t>(++scnt);
         if (!post(pingpong_wr(ctx_, sge, scnt, true, false))) return;
       }
@@ -146,7 +141,7 @@ class PingPong {
         ++rcnt;
       }
       if (scnt < iters_) {
-        posted_.push_back(now_ns());
+        posted_.push_back(steady_now_ns());
         ++scnt;
         if (!post(pingpong_wr(ctx_, sge, scnt, false, false))) return;
         if (!await_sends()) return;
@@ -231,10 +226,10 @@ class PingPong {
   }
 
   bool await_sends() {
-    const int64_t deadline = now_ns() + ns(kStall);
+    const int64_t deadline = steady_now_ns() + ns(kStall);
     while (pending_sends_ > 0) {
       if (!reap()) return false;
-      if (now_ns() > deadline) {
+      if (steady_now_ns() > deadline) {
         fail(out_,
              fmt::format("a send did not complete for {} s: the peer is gone", kStall.count()));
         return false;
@@ -244,10 +239,10 @@ class PingPong {
   }
 
   bool await_receive() {
-    const int64_t deadline = now_ns() + ns(kStall);
+    const int64_t deadline = steady_now_ns() + ns(kStall);
     while (receives_ == 0) {
       if (!reap()) return false;
-      if (now_ns() > deadline) {
+      if (steady_now_ns() > deadline) {
         fail(out_, fmt::format("no SEND from the peer for {} s: both sides must run send_lat with "
                                "the same -s (this side: {})",
                                kStall.count(), size_));
@@ -339,7 +334,7 @@ void perftest_send_bw_server(PerfContext& ctx, int fd, uint64_t size, bool gbits
   std::vector<BwSample> samples;
   std::vector<uint64_t> per_qp(static_cast<size_t>(s.num_qps), 0);
   uint64_t received = 0;
-  const int64_t start = now_ns();
+  const int64_t start = steady_now_ns();
   int64_t last_progress = start;
   int64_t next_socket_check = start;
   early = false;
@@ -351,7 +346,7 @@ void perftest_send_bw_server(PerfContext& ctx, int fd, uint64_t size, bool gbits
       fail(out, "polling the CQ failed");
       return;
     }
-    const int64_t t = now_ns();
+    const int64_t t = steady_now_ns();
     for (int i = 0; i < n; ++i) {
       const Wc& wc = wcs[static_cast<size_t>(i)];
       if (wc.status != WcStatus::kSuccess) {

@@ -40,9 +40,9 @@ constexpr const char* kPingpongCommand = "uroce pingpong";
 constexpr uint64_t kRecvWrid = 1;
 constexpr uint64_t kSendWrid = 2;
 constexpr int kSrqMaxQp = 256;  // srq_pingpong's MAX_QP: it always exchanges 256 messages
-constexpr uint32_t kUdGrh = 40;
+constexpr uint32_t kPingpongUdGrh = 40;
 constexpr size_t kPageSize = 4096;
-constexpr auto kStallLimit = std::chrono::seconds(10);
+constexpr auto kPingpongStallLimit = std::chrono::seconds(10);
 constexpr Nanos kPingpongEventWait = std::chrono::milliseconds(100);
 
 struct PingpongOptions {
@@ -86,7 +86,7 @@ struct Pingpong {
   std::vector<PingpongDest> remote;
   uint32_t send_flags = transport::kSendSignaled;
 
-  [[nodiscard]] uint32_t recv_length() const { return ud ? size + kUdGrh : size; }
+  [[nodiscard]] uint32_t recv_length() const { return ud ? size + kPingpongUdGrh : size; }
 
   int post_recv(int n) {
     const Sge sge{buf->addr(), recv_length(), buf->mr().lkey()};
@@ -102,7 +102,7 @@ struct Pingpong {
   }
 
   transport::Status post_send(int qp_index) {
-    const Sge sge{buf->addr() + (ud ? kUdGrh : 0), size, buf->mr().lkey()};
+    const Sge sge{buf->addr() + (ud ? kPingpongUdGrh : 0), size, buf->mr().lkey()};
     transport::SendWr wr;
     wr.wr_id = kSendWrid;
     wr.sg_list = std::span<const Sge>(&sge, 1);
@@ -160,7 +160,7 @@ bool init_ctx(Pingpong& pp, const PingpongOptions& o, std::string& error) {
     }
     pp.channel.emplace(std::move(ch.value()));
   }
-  const size_t bytes = pp.ud ? pp.size + kUdGrh : pp.size;
+  const size_t bytes = pp.ud ? pp.size + kPingpongUdGrh : pp.size;
   pp.buf = RegisteredBuffer::create(*pp.pd, bytes, transport::kAccessLocalWrite, error);
   if (!pp.buf) return false;
   std::memset(pp.buf->data(), 0x7b, bytes);  // what the rdma-core examples send
@@ -370,7 +370,8 @@ int run_pingpong(PingpongOptions& o) {
   if (!server && !connect_ctx(pp, o, 0, my, rem, error)) return fail(error);
 
   if (o.check && !server) {
-    for (size_t i = 0; i < pp.size; i += kPageSize) pp.buf->data()[(pp.ud ? kUdGrh : 0) + i] = 0;
+    for (size_t i = 0; i < pp.size; i += kPageSize)
+      pp.buf->data()[(pp.ud ? kPingpongUdGrh : 0) + i] = 0;
   }
   std::vector<uint64_t> pending(static_cast<size_t>(pp.num_qp), kRecvWrid);
   if (!server) {
@@ -389,12 +390,13 @@ int run_pingpong(PingpongOptions& o) {
     if (ne < 0) return fail(fmt::format("poll CQ failed {}", ne));
     if (ne == 0) {
       std::this_thread::yield();  // let the device's progress thread have the core
-      if (Clock::now() - last_progress > kStallLimit) {
+      if (Clock::now() - last_progress > kPingpongStallLimit) {
         const bool sending = std::any_of(pending.begin(), pending.end(),
                                          [](uint64_t p) { return (p & kSendWrid) != 0; });
         return fail(fmt::format(
-            "no completion for {} s after {} receives and {} sends: {}", kStallLimit.count(), rcnt,
-            scnt, stall_reason(*pp.dev, pp.qps[0].qp_num(), pp.remote[0].gid, sending, o.mtu)));
+            "no completion for {} s after {} receives and {} sends: {}",
+            kPingpongStallLimit.count(), rcnt, scnt,
+            stall_reason(*pp.dev, pp.qps[0].qp_num(), pp.remote[0].gid, sending, o.mtu)));
       }
       continue;
     }
@@ -419,7 +421,7 @@ int run_pingpong(PingpongOptions& o) {
         ++rcnt;
         if (o.check) {
           for (size_t off = 0; off < pp.size; off += kPageSize) {
-            if (pp.buf->data()[(pp.ud ? kUdGrh : 0) + off] != 0) {
+            if (pp.buf->data()[(pp.ud ? kPingpongUdGrh : 0) + off] != 0) {
               fmt::print("invalid data in page {}\n", off / kPageSize);
             }
           }

@@ -93,13 +93,6 @@ std::string use_path_mtu(uint32_t fit, const std::string& option) {
   return fit != 0 ? fmt::format("use {} {}", option, fit) : fmt::format("use a smaller {}", option);
 }
 
-bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
-  for (int i = 0; i < 10; ++i) {
-    if (g[static_cast<size_t>(i)] != 0) return false;
-  }
-  return g[10] == 0xff && g[11] == 0xff;
-}
-
 // RoCE v2 headers around the payload of the largest packet: IPv4 20 (IPv6 40) + UDP 8 +
 // BTH 12 + RETH 16 + ICRC 4 (rxe's netdev MTU - active MTU rule leaves 80 for them).
 constexpr uint32_t kRoceHeaders = 80;
@@ -108,6 +101,13 @@ constexpr uint32_t kRoceHeaders = 80;
 constexpr uint32_t kHeaderSpread = 64;
 
 }  // namespace
+
+bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
+  for (int i = 0; i < 10; ++i) {
+    if (g[static_cast<size_t>(i)] != 0) return false;
+  }
+  return g[10] == 0xff && g[11] == 0xff;
+}
 
 uint32_t ib_mtu_fitting(uint32_t ip_mtu) {
   for (uint32_t m = 4096; m >= 256; m /= 2) {

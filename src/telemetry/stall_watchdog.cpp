@@ -29,13 +29,6 @@ uint64_t published(const QpSnapshot& q, size_t index) {
   return index < q.values.size() ? q.values[index] : 0;
 }
 
-bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
-  for (size_t i = 0; i < 10; ++i) {
-    if (g[i] != 0) return false;
-  }
-  return g[10] == 0xff && g[11] == 0xff;
-}
-
 std::string hex(uint32_t v) {
   char b[16];
   std::snprintf(b, sizeof b, "%x", v);

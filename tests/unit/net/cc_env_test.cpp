@@ -7,19 +7,19 @@
 namespace uroce::net {
 namespace {
 
-struct EnvGuard {
-  EnvGuard() {
+struct CcEnvGuard {
+  CcEnvGuard() {
     unsetenv("UROCE_CC");
     unsetenv("UROCE_DCQCN");
   }
-  ~EnvGuard() {
+  ~CcEnvGuard() {
     unsetenv("UROCE_CC");
     unsetenv("UROCE_DCQCN");
   }
 };
 
 TEST(CcEnv, UnsetLeavesTheDefaults) {
-  EnvGuard g;
+  CcEnvGuard g;
   transport::CcConfig cc;
   EXPECT_EQ(cc_config_from_env(cc), "");
   EXPECT_EQ(cc.algorithm, transport::CcAlgorithm::kNone);
@@ -27,7 +27,7 @@ TEST(CcEnv, UnsetLeavesTheDefaults) {
 }
 
 TEST(CcEnv, ReadsAlgorithmAndParameters) {
-  EnvGuard g;
+  CcEnvGuard g;
   setenv("UROCE_CC", "dcqcn", 1);
   setenv("UROCE_DCQCN", "rpg_ai_rate=40,min_time_between_cnps=50", 1);
   transport::CcConfig cc;
@@ -38,7 +38,7 @@ TEST(CcEnv, ReadsAlgorithmAndParameters) {
 }
 
 TEST(CcEnv, BadValuesAreOneLineErrors) {
-  EnvGuard g;
+  CcEnvGuard g;
   setenv("UROCE_CC", "reno", 1);
   transport::CcConfig cc;
   EXPECT_EQ(cc_config_from_env(cc),
@@ -51,7 +51,7 @@ TEST(CcEnv, BadValuesAreOneLineErrors) {
 // The command line after the environment: --cc replaces UROCE_CC, a --dcqcn name replaces
 // UROCE_DCQCN's value of it and the variable's other names stay.
 TEST(CcEnv, CommandLineWinsNameByName) {
-  EnvGuard g;
+  CcEnvGuard g;
   setenv("UROCE_CC", "dcqcn", 1);
   setenv("UROCE_DCQCN", "rpg_ai_rate=40,rpg_time_reset=100", 1);
   transport::CcConfig cc;

@@ -10,18 +10,18 @@
 namespace uroce::net {
 namespace {
 
-struct EnvGuard {
+struct RecoveryEnvGuard {
   static void clear() {
     for (const char* n : {"UROCE_RECOVERY", "UROCE_ADAPTIVE_RETRANS", "UROCE_RTO_MIN_US"}) {
       unsetenv(n);
     }
   }
-  EnvGuard() { clear(); }
-  ~EnvGuard() { clear(); }
+  RecoveryEnvGuard() { clear(); }
+  ~RecoveryEnvGuard() { clear(); }
 };
 
 TEST(RecoveryEnv, UnsetLeavesTheDefaults) {
-  EnvGuard g;
+  RecoveryEnvGuard g;
   transport::RecoveryConfig rc;
   EXPECT_EQ(recovery_config_from_env(rc), "");
   EXPECT_TRUE(rc.adaptive);
@@ -30,7 +30,7 @@ TEST(RecoveryEnv, UnsetLeavesTheDefaults) {
 }
 
 TEST(RecoveryEnv, ReadsEveryVariable) {
-  EnvGuard g;
+  RecoveryEnvGuard g;
   setenv("UROCE_RECOVERY", "sr", 1);
   setenv("UROCE_ADAPTIVE_RETRANS", "0", 1);
   setenv("UROCE_RTO_MIN_US", "2500", 1);
@@ -42,7 +42,7 @@ TEST(RecoveryEnv, ReadsEveryVariable) {
 }
 
 TEST(RecoveryEnv, BadMinimumRtoIsAOneLineError) {
-  EnvGuard g;
+  RecoveryEnvGuard g;
   for (const char* bad : {"0", "10000001", "1ms", "-5"}) {
     setenv("UROCE_RTO_MIN_US", bad, 1);
     transport::RecoveryConfig rc;
