@@ -28,6 +28,7 @@
 #include "kdev/kernel_device.hpp"
 #include "telemetry/metrics_server.hpp"
 #include "telemetry/shm_segment.hpp"
+#include "telemetry/wall_clock.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -42,12 +43,6 @@ struct StatOptions {
   std::string device;
   std::string metrics;  // --metrics ADDR:PORT: serve the kernel devices' counters
 };
-
-uint64_t unix_now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 // The kernel devices `uroce stat` shows: none with --pid or --qp (a kernel device has no
 // process, and sysfs no per-QP counters), the one -d names, else all.
@@ -69,7 +64,7 @@ class KernelPortSource : public telemetry::SnapshotSource {
   [[nodiscard]] telemetry::DeviceSnapshot latest_snapshot() const override {
     kdev::KernelPort p = dev_.ports[port_];
     kdev::read_port_counters(kdev::sysfs_root(), dev_.name, p);
-    return kernel_snapshot(dev_, p, unix_now_ns());
+    return kernel_snapshot(dev_, p, telemetry::unix_ns());
   }
 
  private:
@@ -125,7 +120,7 @@ int run_stat(const StatOptions& o) {
   std::map<std::pair<int, std::string>, telemetry::DeviceSnapshot> previous;
   std::vector<kdev::KernelDevice> kernel = stat_kernel_devices(o);
   for (unsigned round = 0;; ++round) {
-    const uint64_t now_ns = unix_now_ns();
+    const uint64_t now_ns = telemetry::unix_ns();
     std::vector<std::string> notes;
     telemetry::ReadOptions ro;
     ro.pid = o.pid;

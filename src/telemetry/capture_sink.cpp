@@ -1,18 +1,12 @@
 #include "telemetry/capture_sink.hpp"
 
-#include <time.h>
-
 #include <map>
+
+#include "telemetry/wall_clock.hpp"
 
 namespace uroce::telemetry {
 
 namespace {
-
-TimePoint unix_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return TimePoint(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-}
 
 std::mutex& sink_registry_mu() {
   static std::mutex mu;
@@ -54,7 +48,7 @@ void CaptureSink::write(const transport::PacketMeta& meta, std::span<const uint8
 }
 
 void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {
-  const TimePoint t = unix_now();
+  const TimePoint t = TimePoint(static_cast<int64_t>(unix_ns()));
   std::lock_guard lock(mu_);
   for (const transport::TxSlot& p : pkts) {
     if (p.payload.empty()) {
@@ -69,7 +63,7 @@ void CaptureSink::write_sent(std::span<const transport::TxSlot> pkts) {
 }
 
 void CaptureSink::write_received(std::span<const device::RxPacket> pkts) {
-  const TimePoint t = unix_now();
+  const TimePoint t = TimePoint(static_cast<int64_t>(unix_ns()));
   std::lock_guard lock(mu_);
   for (const device::RxPacket& p : pkts) {
     transport::PacketMeta meta = p.meta;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "transport/packet_out.hpp"
+
 #include <array>
 
 namespace uroce::telemetry {
@@ -102,13 +104,6 @@ constexpr uint32_t kHeaderSpread = 64;
 
 }  // namespace
 
-bool is_v4_mapped(const std::array<uint8_t, 16>& g) {
-  for (int i = 0; i < 10; ++i) {
-    if (g[static_cast<size_t>(i)] != 0) return false;
-  }
-  return g[10] == 0xff && g[11] == 0xff;
-}
-
 uint32_t ib_mtu_fitting(uint32_t ip_mtu) {
   for (uint32_t m = 4096; m >= 256; m /= 2) {
     if (m + kRoceHeaders <= ip_mtu) return m;
@@ -122,8 +117,8 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
   const std::string doctor = "run uroce doctor --peer " + peer;
   const uint16_t port = ev.path.udp_port;
   const uint64_t rcvd = snap.qp_value(qp, "rcvd_pkts");
-  const bool peer_v4 = is_v4_mapped(qp.remote_gid);
-  if (peer_v4 != is_v4_mapped(ev.local_gid)) {
+  const bool peer_v4 = transport::is_ipv4_mapped(qp.remote_gid);
+  if (peer_v4 != transport::is_ipv4_mapped(ev.local_gid)) {
     std::string fix =
         ev.peer_family_gid_index
             ? fmt::format("use GID index {} (-g {} / -x {}; see uroce gids)",

@@ -7,7 +7,6 @@
 //       4791 blocked — run uroce doctor --peer 10.0.0.2"
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,9 +17,6 @@
 #include "telemetry/snapshot.hpp"
 
 namespace uroce::telemetry {
-
-// Whether a GID is an IPv4 address mapped into IPv6 (::ffff:a.b.c.d), RoCE v2's IPv4 GIDs.
-[[nodiscard]] bool is_v4_mapped(const std::array<uint8_t, 16>& gid);
 
 // "IBV_WC_RETRY_EXC_ERR" for 12, as ibv_wc_status_str's enum names.
 [[nodiscard]] std::string_view wc_status_name(uint8_t status);

@@ -1,5 +1,5 @@
-// Wall-clock time for what telemetry stamps for people and other programs (snapshots,
-// Prometheus samples): CLOCK_REALTIME, unlike the data path's monotonic clock.
+// Wall-clock time for what uroce stamps for people and other programs (snapshots, captures,
+// Prometheus samples, `uroce stat`): CLOCK_REALTIME, unlike the data path's monotonic clock.
 #pragma once
 
 #include <time.h>
