@@ -8,32 +8,27 @@
 
 #include "telemetry/device_telemetry.hpp"
 #include "telemetry/snapshot.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::cli {
 namespace {
 
-bool is_v4(const device::Gid& g) {
-  for (size_t i = 0; i < 10; ++i) {
-    if (g[i] != 0) return false;
-  }
-  return g[10] == 0xff && g[11] == 0xff;
-}
-
 const char* family(const device::Gid& g) {
-  return is_v4(g) ? "IPv4" : "IPv6";
+  return wire::is_ipv4_mapped(g) ? "IPv4" : "IPv6";
 }
 
 }  // namespace
 
 std::string gid_family_mismatch(const device::Device& dev, const GidChoice& mine,
                                 const device::Gid& theirs) {
-  if (is_v4(mine.gid) == is_v4(theirs)) return {};
+  if (wire::is_ipv4_mapped(mine.gid) == wire::is_ipv4_mapped(theirs)) return {};
   std::optional<size_t> use;
   device::Gid use_gid{};
   for (const device::PortInfo& p : dev.ports()) {
     if (p.port_num != mine.port) continue;
     for (size_t i = 0; i < p.gids.size() && !use; ++i) {
-      if (!p.gids[i].empty() && is_v4(p.gids[i].gid) == is_v4(theirs)) {
+      if (!p.gids[i].empty() &&
+          wire::is_ipv4_mapped(p.gids[i].gid) == wire::is_ipv4_mapped(theirs)) {
         use = i;
         use_gid = p.gids[i].gid;
       }

@@ -24,6 +24,7 @@
 #include "cli/perf_telemetry.hpp"
 #include "cli/perftest_run.hpp"
 #include "cli/verbs_setup.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::cli {
 namespace {
@@ -57,11 +58,6 @@ int mtu_enum(uint32_t bytes) {
   int e = 1;
   for (uint32_t b = 256; b < bytes && e < 5; b <<= 1) ++e;
   return e;
-}
-
-bool ipv4_mapped(const GidBytes& g) {
-  static constexpr std::array<uint8_t, 12> kPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::equal(kPrefix.begin(), kPrefix.end(), g.begin());
 }
 
 // "%04x:%04" — the start of a key message where 8 bytes of a report were due.
@@ -251,7 +247,7 @@ class Session {
                         "reads), this side runs {}: run the same test on both sides",
                         peer_name(), k->out_reads, perf_test_name(o_.test)));
       }
-      if (ipv4_mapped(k->gid) != ipv4_mapped(mine_[0].gid)) {
+      if (wire::is_ipv4_mapped(k->gid) != wire::is_ipv4_mapped(mine_[0].gid)) {
         return fail(
             fmt::format("the {} uses GID {} and this side {}: both must be IPv4 or both "
                         "IPv6 (pick the GID with -x)",

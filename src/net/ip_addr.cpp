@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "wire/ip_layout.hpp"
+
 namespace uroce::net {
 
 IpAddr IpAddr::v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
@@ -44,10 +46,7 @@ std::optional<IpAddr> IpAddr::parse(std::string_view text) {
 }
 
 bool IpAddr::is_v4() const {
-  for (int i = 0; i < 10; ++i) {
-    if (bytes[i] != 0) return false;
-  }
-  return bytes[10] == 0xff && bytes[11] == 0xff;
+  return wire::is_ipv4_mapped(bytes);
 }
 
 bool IpAddr::is_loopback() const {

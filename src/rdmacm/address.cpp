@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wire/ip_layout.hpp"
+
 namespace uroce::rdmacm {
 
 socklen_t addr_len(const sockaddr* a) {
@@ -50,14 +52,9 @@ cm::Gid gid_of(const sockaddr* a) {
   return g;
 }
 
-bool is_v4_mapped(const cm::Gid& gid) {
-  static constexpr std::array<uint8_t, 12> kMapped = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::memcmp(gid.data(), kMapped.data(), kMapped.size()) == 0;
-}
-
 void sockaddr_of_gid(const cm::Gid& gid, uint16_t port, sockaddr_storage& out) {
   // The GID's bytes are the cma_hdr form but for the ::ffff: prefix of an IPv4 address.
-  sockaddr_of_cma(is_v4_mapped(gid) ? 4 : 6, gid, port, out);
+  sockaddr_of_cma(wire::is_ipv4_mapped(gid) ? 4 : 6, gid, port, out);
 }
 
 std::array<uint8_t, 16> cma_addr_of(const sockaddr* a) {

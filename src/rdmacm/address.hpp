@@ -18,7 +18,6 @@ namespace uroce::rdmacm {
 [[nodiscard]] uint16_t port_of(const sockaddr* a);    // host order
 void set_port(sockaddr* a, uint16_t port);
 [[nodiscard]] cm::Gid gid_of(const sockaddr* a);
-[[nodiscard]] bool is_v4_mapped(const cm::Gid& gid);  // ::ffff:a.b.c.d
 // The sockaddr of a GID (IPv4 when mapped) with `port`.
 void sockaddr_of_gid(const cm::Gid& gid, uint16_t port, sockaddr_storage& out);
 // cma_hdr's address form and back.

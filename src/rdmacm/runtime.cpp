@@ -16,6 +16,7 @@
 #include "ibverbs/uroce_private.h"
 #include "rdmacm/address.hpp"
 #include "rdmacm/state.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::rdmacm {
 namespace {
@@ -378,10 +379,10 @@ int Runtime::source_index(CmDevice& dev, const Gid& peer) {
   if (auto it = dev.source_for_peer.find(peer); it != dev.source_for_peer.end()) {
     return it->second;
   }
-  const bool v4 = is_v4_mapped(peer);
+  const bool v4 = wire::is_ipv4_mapped(peer);
   for (size_t i = 0; i < dev.gids.size(); ++i) {
     const Gid& g = dev.gids[i];
-    if (g == Gid{} || is_v4_mapped(g) != v4) continue;
+    if (g == Gid{} || wire::is_ipv4_mapped(g) != v4) continue;
     return static_cast<int>(i);
   }
   return 0;

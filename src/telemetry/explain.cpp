@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "transport/packet_out.hpp"
+#include "wire/ip_layout.hpp"
 
 #include <array>
 
@@ -117,8 +117,8 @@ std::string explain_stall(const DeviceSnapshot& snap, const QpSnapshot& qp,
   const std::string doctor = "run uroce doctor --peer " + peer;
   const uint16_t port = ev.path.udp_port;
   const uint64_t rcvd = snap.qp_value(qp, "rcvd_pkts");
-  const bool peer_v4 = transport::is_ipv4_mapped(qp.remote_gid);
-  if (peer_v4 != transport::is_ipv4_mapped(ev.local_gid)) {
+  const bool peer_v4 = wire::is_ipv4_mapped(qp.remote_gid);
+  if (peer_v4 != wire::is_ipv4_mapped(ev.local_gid)) {
     std::string fix =
         ev.peer_family_gid_index
             ? fmt::format("use GID index {} (-g {} / -x {}; see uroce gids)",

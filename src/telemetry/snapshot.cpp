@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "wire/ip_layout.hpp"
+
 namespace uroce::telemetry {
 
 void RttHistogram::add(Nanos rtt) {
@@ -50,9 +52,8 @@ const QpSnapshot* DeviceSnapshot::qp(uint32_t qpn) const {
 }
 
 std::string gid_address(const std::array<uint8_t, 16>& gid) {
-  static constexpr std::array<uint8_t, 12> kV4Mapped = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   char text[INET6_ADDRSTRLEN] = {};
-  if (std::equal(kV4Mapped.begin(), kV4Mapped.end(), gid.begin())) {
+  if (wire::is_ipv4_mapped(gid)) {
     inet_ntop(AF_INET, gid.data() + 12, text, sizeof(text));
   } else {
     inet_ntop(AF_INET6, gid.data(), text, sizeof(text));

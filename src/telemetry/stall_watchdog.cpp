@@ -10,7 +10,7 @@
 
 #include "telemetry/device_telemetry.hpp"
 #include "telemetry/explain.hpp"
-#include "transport/packet_out.hpp"
+#include "wire/ip_layout.hpp"
 
 namespace uroce::telemetry {
 
@@ -57,12 +57,12 @@ StallEvidence DeviceTelemetry::evidence(const device::Device& dev, const QpSnaps
     ev.local_gid = attr.ah_attr.sgid;
     ev.local_gid_index = attr.ah_attr.sgid_index;
     ev.path_mtu = transport::mtu_bytes(attr.path_mtu);
-    const bool peer_v4 = transport::is_ipv4_mapped(qp.remote_gid);
+    const bool peer_v4 = wire::is_ipv4_mapped(qp.remote_gid);
     for (const device::PortInfo& p : dev.ports()) {
       if (p.port_num != attr.ah_attr.port_num) continue;
       ev.netdev_mtu = p.netdev_mtu;
       for (size_t i = 0; i < p.gids.size() && !ev.peer_family_gid_index; ++i) {
-        if (!p.gids[i].empty() && transport::is_ipv4_mapped(p.gids[i].gid) == peer_v4) {
+        if (!p.gids[i].empty() && wire::is_ipv4_mapped(p.gids[i].gid) == peer_v4) {
           ev.peer_family_gid_index = static_cast<uint32_t>(i);
         }
       }

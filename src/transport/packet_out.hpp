@@ -9,14 +9,10 @@
 
 #include "transport/engine.hpp"
 #include "wire/icrc.hpp"
+#include "wire/ip_layout.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::transport {
-
-[[nodiscard]] inline bool is_ipv4_mapped(const std::array<uint8_t, 16>& gid) {
-  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
-}
 
 // Writes headers for `hdr` and reserves room for `payload_len` bytes of payload; returns
 // the payload area (empty span and *size 0 when the slot is too small).
@@ -49,7 +45,7 @@ inline void finish_packet(TxSlot& slot, size_t size, const AhAttr& ah, uint16_t 
   // zeroed temporary and copied with loads that overlapped its own narrower stores (a
   // store-forwarding stall per packet, 30 % of Requester::emit at a 1024-byte MTU).
   PacketMeta& m = slot.meta;
-  m.ip.ipv6 = !is_ipv4_mapped(ah.dgid);
+  m.ip.ipv6 = !wire::is_ipv4_mapped(ah.dgid);
   m.ip.src = ah.sgid;
   m.ip.dst = ah.dgid;
   m.ip.sport = sport;
