@@ -340,8 +340,7 @@ void write_icrc(const IpContext& ctx, std::span<uint8_t> roce_with_icrc) {
   }
   // Through whatever the field holds, not through zeros stored first: the CRC would read a
   // 4-byte store back inside a vector load, which cannot be forwarded and waits for the store
-  // to retire (~3 ns on a 4 KiB packet). The mismatch against the old bytes, XORed with them,
-  // is the ICRC.
+  // to retire. The mismatch against the old bytes, XORed with them, is the ICRC.
   const uint32_t old = load_le32(icrc);
   store_le32(icrc, mismatch_of_value(value_through_icrc(ctx, roce_with_icrc)) ^ old);
 }

@@ -16,15 +16,13 @@ namespace {
 
 using namespace uroce::ibtest;
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 // Runs `uroce exec --netdev lo -- sh -c SCRIPT` with the drop-in test environment (in network
 // namespace `netns` when given).
 ProcResult exec_sh(const std::string& script, const std::string& netns = "",
                    std::chrono::seconds limit = 60s) {
-  std::vector<std::string> argv = {uroce_bin(), "exec", "--netdev", "lo"};
+  std::vector<std::string> argv = {uroce_binary(), "exec", "--netdev", "lo"};
   if (!netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns});
   argv.insert(argv.end(), {"--", "sh", "-c", script});
   ToolEnv env;
@@ -83,9 +81,9 @@ TEST_F(CliExecTest, FilesAgreeWithUroceGids) {
   const ProcResult r = exec_sh(
       "for g in /sys/class/infiniband/uroce_lo/ports/1/gids/*; do "
       "echo gid $(cat $g); done; " +
-      uroce_bin() + " gids --netdev lo");
+      uroce_binary() + " gids --netdev lo");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto [rc, outside] = uroce::test::run_shell(uroce_bin() + " gids --netdev lo");
+  const auto [rc, outside] = uroce::test::run_shell(uroce_binary() + " gids --netdev lo");
   ASSERT_EQ(rc, 0) << outside;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(outside, m, std::regex(R"(n_gids_found=(\d+))")));
@@ -106,8 +104,8 @@ TEST_F(CliExecTest, FilesAgreeWithUroceGids) {
 TEST_F(CliExecTest, WorksForAnUnprivilegedUserThroughAUserNamespace) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become another user (setpriv)";
   const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-  if (uroce::test::run_shell(as_nobody + "test -x " + uroce_bin()).first != 0) {
-    GTEST_SKIP() << "user nobody cannot run " << uroce_bin() << " (directory permissions)";
+  if (uroce::test::run_shell(as_nobody + "test -x " + uroce_binary()).first != 0) {
+    GTEST_SKIP() << "user nobody cannot run " << uroce_binary() << " (directory permissions)";
   }
   if (uroce::test::run_shell("test \"$(cat /proc/sys/user/max_user_namespaces)\" -gt 0").first !=
       0) {
@@ -124,7 +122,7 @@ TEST_F(CliExecTest, WorksForAnUnprivilegedUserThroughAUserNamespace) {
     }
   }
   const auto [rc, out] = uroce::test::run_shell(
-      as_nobody + env + " " + uroce_bin() +
+      as_nobody + env + " " + uroce_binary() +
       " exec --netdev lo -- sh -c 'id -u; cat /sys/class/infiniband/uroce_lo/node_type; stat -c "
       "%F /dev/infiniband/uverbs0; echo x > /dev/null && echo devnull-ok; " +
       ucx + "' 2>&1");
@@ -143,7 +141,7 @@ TEST_F(CliExecTest, WriteViewWritesTheFilesForAContainer) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   ToolEnv env;
-  Process p({uroce_bin(), "exec", "--netdev", "lo", "--write-view", dir}, env);
+  Process p({uroce_binary(), "exec", "--netdev", "lo", "--write-view", dir}, env);
   const ProcResult r = p.wait(30s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "uroce exec: wrote the view of uroce_lo under " + dir + "\n");
@@ -159,7 +157,7 @@ TEST_F(CliExecTest, ExitStatusesAreTheProgramsAsAShellReportsThem) {
   EXPECT_EQ(exec_sh("exit 7").exit_code, 7);
   EXPECT_EQ(exec_sh("kill -TERM $$").exit_code, 128 + SIGTERM);
   ToolEnv env;
-  Process missing({uroce_bin(), "exec", "--", "uroce-no-such-program"}, env);
+  Process missing({uroce_binary(), "exec", "--", "uroce-no-such-program"}, env);
   const ProcResult m = missing.wait(30s);
   EXPECT_EQ(m.exit_code, 127);
   EXPECT_EQ(m.output, "uroce exec: cannot run uroce-no-such-program: No such file or directory\n");
@@ -167,13 +165,13 @@ TEST_F(CliExecTest, ExitStatusesAreTheProgramsAsAShellReportsThem) {
 
 TEST_F(CliExecTest, WrongInputGetsOneLine) {
   ToolEnv env;
-  Process none({uroce_bin(), "exec"}, env);
+  Process none({uroce_binary(), "exec"}, env);
   ProcResult r = none.wait(30s);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.output,
             "uroce exec: no program given; usage: uroce exec [--netdev IF] -- PROGRAM "
             "[ARGS...]\n");
-  Process bad({uroce_bin(), "exec", "--netdev", "uroce-nosuchif", "--", "true"}, env);
+  Process bad({uroce_binary(), "exec", "--netdev", "uroce-nosuchif", "--", "true"}, env);
   r = bad.wait(30s);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(count_lines_with(r.output, "uroce exec: "), 1) << r.output;

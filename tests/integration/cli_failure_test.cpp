@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli_process.hpp"
+#include "shell_run.hpp"
 
 namespace uroce::test {
 namespace {
@@ -48,14 +49,7 @@ bool wait_for(const Process& p, const std::string& text, std::chrono::millisecon
 }
 
 std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, ""};
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int st = pclose(f);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return uroce::test::run_shell(cmd + " 2>&1");
 }
 
 TEST(CliFailure, RefusedConnectionIsReportedAtOnceWithItsCause) {

@@ -13,22 +13,21 @@
 #include <cstdlib>
 
 #include "ibverbs_test_util.hpp"
+#include "shell_run.hpp"
 
 extern char** environ;
 
 namespace uroce::ibtest {
 namespace {
 
-int sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str());
-}
+using uroce::test::run_quiet;
 
 class LossRecoveryNetns : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (sh("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
-    if (sh("nft --version") != 0) GTEST_SKIP() << "nftables (nft) not installed";
+    if (run_quiet("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (run_quiet("nft --version") != 0) GTEST_SKIP() << "nftables (nft) not installed";
     std::vector<std::string> uroce_vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -58,17 +57,17 @@ class LossRecoveryNetns : public ::testing::Test {
              "ip -n " + ns_a_ + " link set lo up",
              "ip -n " + ns_b_ + " link set lo up",
          }) {
-      ASSERT_EQ(sh(cmd), 0) << cmd;
+      ASSERT_EQ(run_quiet(cmd), 0) << cmd;
     }
     for (const std::string& ns : {ns_a_, ns_b_}) {
       const std::string nft = "ip netns exec " + ns + " nft ";
-      ASSERT_EQ(sh(nft + "add table inet uroce_loss"), 0);
-      ASSERT_EQ(sh(nft + "'add chain inet uroce_loss in { type filter hook input priority 0; }'"),
-                0);
+      ASSERT_EQ(run_quiet(nft + "add table inet uroce_loss"), 0);
       ASSERT_EQ(
-          sh(nft +
-             "add rule inet uroce_loss in udp dport 4791 numgen random mod 100 '<' 5 counter drop"),
+          run_quiet(nft + "'add chain inet uroce_loss in { type filter hook input priority 0; }'"),
           0);
+      ASSERT_EQ(run_quiet(nft + "add rule inet uroce_loss in udp dport 4791 numgen random mod 100 "
+                                "'<' 5 counter drop"),
+                0);
     }
     for (auto* env : {&env_a_, &env_b_}) {
       env->vars.erase("UROCE_PORT");
@@ -84,10 +83,10 @@ class LossRecoveryNetns : public ::testing::Test {
 
   void TearDown() override {
     if (created_) {
-      sh("ip netns del " + ns_a_);
-      sh("ip netns del " + ns_b_);
+      run_quiet("ip netns del " + ns_a_);
+      run_quiet("ip netns del " + ns_b_);
     }
-    for (const std::string& d : dirs_) sh("rm -rf " + d);
+    for (const std::string& d : dirs_) run_quiet("rm -rf " + d);
   }
 
   std::vector<std::string> perf(const std::string& ns, const std::string& recovery) {

@@ -16,13 +16,12 @@
 #include <regex>
 
 #include "ibverbs_test_util.hpp"
+#include "shell_run.hpp"
 
 namespace uroce::ibtest {
 namespace {
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 // The drop-in reads UROCE_PORT, the CLI UROCE_UDP_PORT: one private port for both.
 ToolEnv interop_env() {
@@ -105,7 +104,7 @@ TEST_P(CliPerftestInterop, BothSidesCompleteAndReport) {
   const ToolEnv env = interop_env();
   const uint16_t tcp = test::reserve_port();
   std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp)};
-  std::vector<std::string> uroce = {uroce_bin(),         "perf",      c.test, "-p",
+  std::vector<std::string> uroce = {uroce_binary(),      "perf",      c.test, "-p",
                                     std::to_string(tcp), "--timeout", "120"};
   perftest.insert(perftest.end(), c.args.begin(), c.args.end());
   uroce.insert(uroce.end(), c.args.begin(), c.args.end());
@@ -192,8 +191,9 @@ TEST_P(CliPerftestSweep, AllSizes) {
   const uint16_t tcp = test::reserve_port();
   std::vector<std::string> perftest = {program, "-x", "1", "-p", std::to_string(tcp),
                                        "-a",    "-n", "5"};
-  std::vector<std::string> uroce = {uroce_bin(), "perf", c.test, "-p",        std::to_string(tcp),
-                                    "-a",        "-n",   "5",    "--timeout", "300"};
+  std::vector<std::string> uroce = {uroce_binary(),      "perf", c.test, "-p",
+                                    std::to_string(tcp), "-a",   "-n",   "5",
+                                    "--timeout",         "300"};
   (c.perftest_server ? uroce : perftest).push_back("127.0.0.1");
   // perftest calibrates its CPU clock for every size of a latency sweep: minutes on two
   // busy cores.
@@ -222,15 +222,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- two network namespaces ----------------------------------------------------------------
 
-int sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str());
-}
+using uroce::test::run_quiet;
 
 class CliPerftestNetns : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (sh("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (run_quiet("ip -V") != 0) GTEST_SKIP() << "iproute2 (ip) not installed";
     if (!have_program("/usr/bin/ib_write_bw")) GTEST_SKIP() << "perftest not installed";
     const int id = getpid() % 100000;
     ns_a_ = "urpt-a-" + std::to_string(id);
@@ -251,7 +249,7 @@ class CliPerftestNetns : public ::testing::Test {
           "ip -n " + ns_a_ + " link set " + veth_a_ + " up",
           "ip -n " + ns_b_ + " link set " + veth_b_ + " up", "ip -n " + ns_a_ + " link set lo up",
           "ip -n " + ns_b_ + " link set lo up"}) {
-      ASSERT_EQ(sh(cmd), 0) << cmd;
+      ASSERT_EQ(run_quiet(cmd), 0) << cmd;
     }
     // Both sides on one private UDP port (the namespaces have separate port spaces, but
     // uroce's shared-port registry lives in /tmp).
@@ -264,8 +262,8 @@ class CliPerftestNetns : public ::testing::Test {
   }
   void TearDown() override {
     if (!created_) return;
-    sh("ip netns del " + ns_a_);
-    sh("ip netns del " + ns_b_);
+    run_quiet("ip netns del " + ns_a_);
+    run_quiet("ip netns del " + ns_b_);
   }
 
   std::vector<std::string> in(const std::string& ns, std::vector<std::string> argv) const {
@@ -303,7 +301,8 @@ TEST_F(CliPerftestNetns, PerftestServerUroceClientWriteBw) {
   const uint16_t tcp = 18515;  // each namespace has its own TCP ports
   auto [s, cl] = pair(
       in(ns_b_, {"/usr/bin/ib_write_bw", "-x", "1", "-n", "200"}),
-      in(ns_a_, {uroce_bin(), "perf", "write_bw", addr_b_, "-n", "200", "--timeout", "100"}), tcp);
+      in(ns_a_, {uroce_binary(), "perf", "write_bw", addr_b_, "-n", "200", "--timeout", "100"}),
+      tcp);
   ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
   ASSERT_EQ(s.exit_code, 0) << s.output;
   const InteropCase c{"write_bw", true, {}, 65536, 200, ""};
@@ -315,8 +314,9 @@ TEST_F(CliPerftestNetns, PerftestServerUroceClientWriteBw) {
 
 TEST_F(CliPerftestNetns, UroceServerPerftestClientSendLat) {
   const uint16_t tcp = 18515;
-  auto [s, cl] = pair(in(ns_a_, {uroce_bin(), "perf", "send_lat", "-n", "100", "--timeout", "100"}),
-                      in(ns_b_, {"/usr/bin/ib_send_lat", "-x", "1", "-n", "100", addr_a_}), tcp);
+  auto [s, cl] =
+      pair(in(ns_a_, {uroce_binary(), "perf", "send_lat", "-n", "100", "--timeout", "100"}),
+           in(ns_b_, {"/usr/bin/ib_send_lat", "-x", "1", "-n", "100", addr_a_}), tcp);
   ASSERT_EQ(cl.exit_code, 0) << cl.output << "\n--- server:\n" << s.output;
   ASSERT_EQ(s.exit_code, 0) << s.output;
   const InteropCase c{"send_lat", false, {}, 2, 100, ""};
@@ -343,7 +343,7 @@ std::vector<std::string> command(const std::vector<std::string>& spec, uint16_t 
   if (spec[0].starts_with("ib_")) {
     argv = {"/usr/bin/" + spec[0], "-x", "1"};
   } else {
-    argv = {uroce_bin(), "perf"};
+    argv = {uroce_binary(), "perf"};
     argv.push_back(spec[0].substr(5));
   }
   argv.insert(argv.end(), spec.begin() + 1, spec.end());

@@ -18,13 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "shell_run.hpp"
 #include "test_port.hpp"
 
 namespace uroce::test {
-
-inline std::string uroce_binary() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -18,9 +18,7 @@
 namespace uroce::itest {
 namespace {
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 std::pair<int, std::string> run(const std::string& cmd) {
   return uroce::test::run_shell(cmd);
@@ -36,9 +34,7 @@ std::string trim_copy(std::string s) {
   return s;
 }
 
-bool sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
+using uroce::test::shell_ok;
 
 const nlohmann::json* find_check(const nlohmann::json& checks, const std::string& name) {
   for (const auto& c : checks) {
@@ -56,23 +52,23 @@ class DoctorNetnsTest : public ::testing::Test {
     b_ = "urdoc-b-" + id;
     va_ = "urda" + id;
     vb_ = "urdb" + id;
-    if (!sh("ip netns add " + a_) || !sh("ip netns add " + b_)) {
+    if (!shell_ok("ip netns add " + a_) || !shell_ok("ip netns add " + b_)) {
       GTEST_SKIP() << "cannot create network namespaces here";
     }
-    ASSERT_TRUE(
-        sh("ip link add " + va_ + " netns " + a_ + " type veth peer name " + vb_ + " netns " + b_));
-    ASSERT_TRUE(sh("ip -n " + a_ + " addr add 10.231.0.1/24 dev " + va_));
-    ASSERT_TRUE(sh("ip -n " + b_ + " addr add 10.231.0.2/24 dev " + vb_));
-    ASSERT_TRUE(sh("ip -n " + a_ + " addr add fd00:231::1/64 dev " + va_ + " nodad"));
-    ASSERT_TRUE(sh("ip -n " + b_ + " addr add fd00:231::2/64 dev " + vb_ + " nodad"));
+    ASSERT_TRUE(shell_ok("ip link add " + va_ + " netns " + a_ + " type veth peer name " + vb_ +
+                         " netns " + b_));
+    ASSERT_TRUE(shell_ok("ip -n " + a_ + " addr add 10.231.0.1/24 dev " + va_));
+    ASSERT_TRUE(shell_ok("ip -n " + b_ + " addr add 10.231.0.2/24 dev " + vb_));
+    ASSERT_TRUE(shell_ok("ip -n " + a_ + " addr add fd00:231::1/64 dev " + va_ + " nodad"));
+    ASSERT_TRUE(shell_ok("ip -n " + b_ + " addr add fd00:231::2/64 dev " + vb_ + " nodad"));
     for (const auto& [ns, dev] : {std::pair{a_, va_}, std::pair{b_, vb_}}) {
-      ASSERT_TRUE(sh("ip -n " + ns + " link set " + dev + " up"));
-      ASSERT_TRUE(sh("ip -n " + ns + " link set lo up"));
+      ASSERT_TRUE(shell_ok("ip -n " + ns + " link set " + dev + " up"));
+      ASSERT_TRUE(shell_ok("ip -n " + ns + " link set lo up"));
     }
   }
   void TearDown() override {
-    if (!a_.empty()) sh("ip netns del " + a_);
-    if (!b_.empty()) sh("ip netns del " + b_);
+    if (!a_.empty()) shell_ok("ip netns del " + a_);
+    if (!b_.empty()) shell_ok("ip netns del " + b_);
   }
 
   // Starts `uroce doctor --listen` in B (default bind: every address, IPv4 and IPv6), then
@@ -80,14 +76,14 @@ class DoctorNetnsTest : public ::testing::Test {
   nlohmann::json doctor_from_a(const std::string& peer = "10.231.0.2") {
     const pid_t listener = fork();
     if (listener == 0) {
-      const std::string cmd = "exec ip netns exec " + b_ + " " + uroce_bin() +
+      const std::string cmd = "exec ip netns exec " + b_ + " " + uroce_binary() +
                               " doctor --listen --count 20 --timeout 15 >/dev/null 2>&1";
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     auto [st, out] =
-        run("ip netns exec " + a_ + " " + uroce_bin() + " doctor --peer " + peer + " --json");
+        run("ip netns exec " + a_ + " " + uroce_binary() + " doctor --peer " + peer + " --json");
     kill(listener, SIGTERM);
     int ws = 0;
     waitpid(listener, &ws, 0);
@@ -147,7 +143,7 @@ TEST_F(DoctorNetnsTest, Ipv6PeerIsProbedAndAnswered) {
 // Root gets uroce's full socket buffers through SO_RCVBUFFORCE whatever net.core.rmem_max
 // says, so there is nothing to warn about; without CAP_NET_ADMIN a low limit is a WARN.
 TEST_F(DoctorNetnsTest, NoSocketBufferWarningAsRoot) {
-  auto [st, out] = run("ip netns exec " + a_ + " " + uroce_bin() + " doctor --json");
+  auto [st, out] = run("ip netns exec " + a_ + " " + uroce_binary() + " doctor --json");
   const auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   const auto* sb = find_check(j, "socket_buffers");
@@ -157,13 +153,13 @@ TEST_F(DoctorNetnsTest, NoSocketBufferWarningAsRoot) {
                 "a uroce socket gets SO_RCVBUF 67108864 (asks 67108864) and SO_SNDBUF 4194304"),
             std::string::npos)
       << (*sb)["detail"];
-  if (!sh("command -v setpriv")) GTEST_SKIP() << "setpriv not installed";
+  if (!shell_ok("command -v setpriv")) GTEST_SKIP() << "setpriv not installed";
   const std::string rmem = trim_copy(read_proc("/proc/sys/net/core/rmem_max"));
   if (std::stoull(rmem) >= (64u << 20)) GTEST_SKIP() << "rmem_max is already 64 MiB";
   auto [ust, uout] =
       run("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "
           "--bounding-set=-all " +
-          uroce_bin() + " doctor --json");
+          uroce_binary() + " doctor --json");
   const auto uj = nlohmann::json::parse(uout, nullptr, false);
   ASSERT_FALSE(uj.is_discarded()) << uout;
   const auto* usb = find_check(uj, "socket_buffers");
@@ -173,8 +169,8 @@ TEST_F(DoctorNetnsTest, NoSocketBufferWarningAsRoot) {
 }
 
 TEST_F(DoctorNetnsTest, MtuMismatchOnTheVethPairIsAFail) {
-  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
+  ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
   const nlohmann::json j = doctor_from_a();
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(last_status_, 1);
@@ -190,11 +186,13 @@ TEST_F(DoctorNetnsTest, MtuMismatchOnTheVethPairIsAFail) {
 }
 
 TEST_F(DoctorNetnsTest, NftablesDropOfUdp4791IsAFailOnBothSides) {
-  if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
-  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urtest"));
-  ASSERT_TRUE(sh("ip netns exec " + b_ +
-                 " nft add chain inet urtest input '{ type filter hook input priority 0; }'"));
-  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add rule inet urtest input udp dport 4791 drop"));
+  if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
+  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urtest"));
+  ASSERT_TRUE(
+      shell_ok("ip netns exec " + b_ +
+               " nft add chain inet urtest input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(
+      shell_ok("ip netns exec " + b_ + " nft add rule inet urtest input udp dport 4791 drop"));
 
   const nlohmann::json j = doctor_from_a();
   ASSERT_FALSE(j.is_discarded());
@@ -205,7 +203,7 @@ TEST_F(DoctorNetnsTest, NftablesDropOfUdp4791IsAFailOnBothSides) {
             std::string::npos);
 
   // On B itself the local firewall check names the rule and the command that deletes it.
-  auto [st, out] = run("ip netns exec " + b_ + " " + uroce_bin() + " doctor");
+  auto [st, out] = run("ip netns exec " + b_ + " " + uroce_binary() + " doctor");
   EXPECT_EQ(st, 1);
   auto [hst, handles] = run("ip netns exec " + b_ + " nft -a list chain inet urtest input");
   const size_t at = handles.find("drop # handle ");
@@ -224,7 +222,7 @@ TEST_F(DoctorNetnsTest, NftablesDropOfUdp4791IsAFailOnBothSides) {
 // would stop kernel RDMA, is reported as not needed rather than as a failure to fix.
 TEST(DoctorMemlockTest, LowMemlockLimitIsNotAWarningSinceNothingIsPinned) {
   if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "prlimit not installed";
-  auto [st, out] = run("/usr/bin/prlimit --memlock=65536:65536 " + uroce_bin() + " doctor");
+  auto [st, out] = run("/usr/bin/prlimit --memlock=65536:65536 " + uroce_binary() + " doctor");
   EXPECT_NE(out.find("PASS memlock: ulimit -l 64 KiB: not needed, uroce pins no memory "
                      "(ibv_reg_mr on the drop-in and the uroce commands do not mlock)"),
             std::string::npos)

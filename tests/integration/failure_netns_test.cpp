@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ibverbs_test_util.hpp"
+#include "shell_run.hpp"
 
 namespace uroce::itest {
 namespace {
@@ -35,9 +36,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-bool sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
+using uroce::test::shell_ok;
 
 // Waits up to `limit` for a TCP listener on `port` in namespace `ns`.
 bool tcp_listening(const std::string& ns, const std::string& port, Clock::duration limit) {
@@ -45,15 +44,13 @@ bool tcp_listening(const std::string& ns, const std::string& port, Clock::durati
   const std::string cmd =
       "ip netns exec " + ns + " ss -Hltn 'sport = :" + port + "' | grep -q LISTEN";
   while (Clock::now() < deadline) {
-    if (sh(cmd)) return true;
+    if (shell_ok(cmd)) return true;
     std::this_thread::sleep_for(50ms);
   }
   return false;
 }
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -138,7 +135,7 @@ class FailureNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (!sh("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (!shell_ok("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
     const int id = getpid() % 100000;
     a_ = "urfa-" + std::to_string(id);
     b_ = "urfb-" + std::to_string(id);
@@ -158,13 +155,13 @@ class FailureNetnsTest : public ::testing::Test {
           "ip -n " + b_ + " addr add " + addr_b_ + "/24 dev " + vb_,
           "ip -n " + a_ + " link set " + va_ + " up", "ip -n " + b_ + " link set " + vb_ + " up",
           "ip -n " + a_ + " link set lo up", "ip -n " + b_ + " link set lo up"}) {
-      ASSERT_TRUE(sh(cmd)) << cmd;
+      ASSERT_TRUE(shell_ok(cmd)) << cmd;
     }
   }
   void TearDown() override {
     if (created_) {
-      sh("ip netns del " + a_);
-      sh("ip netns del " + b_);
+      shell_ok("ip netns del " + a_);
+      shell_ok("ip netns del " + b_);
     }
   }
 
@@ -179,12 +176,12 @@ class FailureNetnsTest : public ::testing::Test {
     return {{"UROCE_UDP_PORT", udp_}, {"UROCE_PORT", udp_}};
   }
   std::vector<std::string> uroce(std::vector<std::string> args) const {
-    args.insert(args.begin(), uroce_bin());
+    args.insert(args.begin(), uroce_binary());
     return args;
   }
   std::vector<std::string> perf(const std::string& test, const std::string& host,
                                 std::vector<std::string> extra, int gid = 1) const {
-    std::vector<std::string> a = {uroce_bin(), "perf", test};
+    std::vector<std::string> a = {uroce_binary(), "perf", test};
     if (!host.empty()) a.push_back(host);
     for (const std::string& f : dev_flags("-x", gid)) a.push_back(f);
     a.insert(a.end(), {"-p", tcp_, "--timeout", "40"});
@@ -192,12 +189,13 @@ class FailureNetnsTest : public ::testing::Test {
     return a;
   }
   void drop_udp_in_b() {
-    if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
-    ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urfail"));
-    ASSERT_TRUE(sh("ip netns exec " + b_ +
-                   " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+    if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
+    ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
     ASSERT_TRUE(
-        sh("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " + udp_ + " drop"));
+        shell_ok("ip netns exec " + b_ +
+                 " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+    ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " +
+                         udp_ + " drop"));
   }
 
   std::string a_, b_, va_, vb_, addr_a_, addr_b_, tcp_, udp_;
@@ -234,7 +232,7 @@ TEST_F(FailureNetnsTest, FirewallDropOfTheUdpPortIsNamedOnBothSides) {
 // about 3 s) and a firewall in B that drops the TCP port. Each is named in the command's
 // own words within --timeout, not only "timed out" when the watchdog ends the wait.
 TEST_F(FailureNetnsTest, ASideChannelNobodyAnswersIsNamedBeforeTheTimeout) {
-  if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
+  if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
   const std::string nobody = addr_b_.substr(0, addr_b_.rfind('.')) + ".77";
   {
     const auto t0 = Clock::now();
@@ -250,11 +248,12 @@ TEST_F(FailureNetnsTest, ASideChannelNobodyAnswersIsNamedBeforeTheTimeout) {
                              nobody + "` which way it goes)\n")
         << cli.both();
   }
-  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urfail"));
-  ASSERT_TRUE(sh("ip netns exec " + b_ +
-                 " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
   ASSERT_TRUE(
-      sh("ip netns exec " + b_ + " nft add rule inet urfail input tcp dport " + tcp_ + " drop"));
+      shell_ok("ip netns exec " + b_ +
+               " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input tcp dport " + tcp_ +
+                       " drop"));
   NsProcess srv(b_, env(), uroce({"pingpong", "-p", tcp_, "--timeout", "20"}));
   // The watchdog would print "uroce pingpong: timed out after 3 s" instead.
   NsProcess cli(a_, env(), uroce({"pingpong", addr_b_, "-p", tcp_, "--timeout", "3"}));
@@ -270,8 +269,8 @@ TEST_F(FailureNetnsTest, ASideChannelNobodyAnswersIsNamedBeforeTheTimeout) {
 // there and says so; A keeps 4096, so A's QP rejects B's 1024-byte packets of a 4096-byte
 // message (a FIRST packet must be path-MTU long) and both sides fail at once naming the MTUs.
 TEST_F(FailureNetnsTest, MtuMismatchBetweenTheEndsFailsAtOnceNamingBothMtus) {
-  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
+  ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
   std::vector<std::string> common = {"pingpong", "-p", tcp_, "-m",        "4096", "-s",
                                      "4096",     "-n", "20", "--timeout", "40"};
   for (const std::string& f : dev_flags("-g")) common.push_back(f);
@@ -306,14 +305,15 @@ TEST_F(FailureNetnsTest, MtuMismatchBetweenTheEndsFailsAtOnceNamingBothMtus) {
 // gets its small sizes through and stalls at the first size whose packets exceed 1400 B:
 // small packets are answered, full-size ones are not.
 TEST_F(FailureNetnsTest, PathNarrowerThanBothEndsSaysSmallPacketsAreAnsweredButFullSizeOnesAreNot) {
-  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
-  if (!sh("command -v nft")) GTEST_SKIP() << "nft not installed";
-  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add table inet urfail"));
-  ASSERT_TRUE(sh("ip netns exec " + b_ +
-                 " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
-  ASSERT_TRUE(sh("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " + udp_ +
-                 " ip length '>' 1400 drop"));
+  ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
+  if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
+  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
+  ASSERT_TRUE(
+      shell_ok("ip netns exec " + b_ +
+               " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
+  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " + udp_ +
+                       " ip length '>' 1400 drop"));
   // The rule stands for a narrow link, which sees packets; a UDP GSO message crosses the veth
   // as one skb that the rule would judge by the whole message's length.
   auto one_datagram_per_packet = env();
@@ -348,9 +348,10 @@ TEST_F(FailureNetnsTest, PathNarrowerThanBothEndsSaysSmallPacketsAreAnsweredButF
 // full-size packet (EMSGSIZE) and nothing leaves. The cause is certain from the first refused
 // retry: the device warns at once, long before the 5 s watchdog, and only once.
 TEST_F(FailureNetnsTest, ARouteNarrowerThanThePathMtuIsNamedAtOnce) {
-  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + a_ + " route replace " + addr_b_ + "/32 dev " + va_ + " mtu 1400"));
+  ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
+  ASSERT_TRUE(
+      shell_ok("ip -n " + a_ + " route replace " + addr_b_ + "/32 dev " + va_ + " mtu 1400"));
   NsProcess srv(b_, env(), perf("write_bw", "", {}));
   std::this_thread::sleep_for(300ms);
   NsProcess cli(a_, env(), perf("write_bw", addr_b_, {"-s", "65536", "-m", "4096", "-n", "20"}));
@@ -379,8 +380,8 @@ TEST_F(FailureNetnsTest, ARouteNarrowerThanThePathMtuIsNamedAtOnce) {
 // `uroce perf` exchanges the MTU: the same 9000/1500 pair with -m 4096 runs at 1024, and
 // both sides say so.
 TEST_F(FailureNetnsTest, PerfClampsTheMtuToTheSmallerActiveMtuAndSaysSo) {
-  ASSERT_TRUE(sh("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
-  ASSERT_TRUE(sh("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
+  ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
+  ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 1500"));
   NsProcess srv(b_, env(), perf("write_bw", "", {}));
   std::this_thread::sleep_for(300ms);
   NsProcess cli(a_, env(),

@@ -27,6 +27,7 @@
 
 #include "ibverbs_test_util.hpp"
 #include "net/reuseport_registry.hpp"
+#include "shell_run.hpp"
 
 namespace uroce::itest {
 namespace {
@@ -35,9 +36,7 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kUroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
 
-bool sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
+using uroce::test::shell_ok;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -121,14 +120,14 @@ class NetnsIsolationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (!sh("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
-    if (!sh("command -v ibv_rc_pingpong")) GTEST_SKIP() << "ibverbs-utils not installed";
+    if (!shell_ok("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (!shell_ok("command -v ibv_rc_pingpong")) GTEST_SKIP() << "ibverbs-utils not installed";
     const std::string id = std::to_string(getpid() % 100000);
     for (const char* tag : {"a", "b", "c"}) {
       const std::string ns = std::string("urnsi-") + tag + "-" + id;
-      ASSERT_TRUE(sh("ip netns add " + ns)) << ns;
+      ASSERT_TRUE(shell_ok("ip netns add " + ns)) << ns;
       ns_.push_back(ns);
-      ASSERT_TRUE(sh("ip -n " + ns + " link set lo up"));
+      ASSERT_TRUE(shell_ok("ip -n " + ns + " link set lo up"));
     }
     char tmpl[] = "/tmp/uroce-netns-iso-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -137,7 +136,7 @@ class NetnsIsolationTest : public ::testing::Test {
     tcp_port_ = static_cast<uint16_t>(udp_port_ + 1);
   }
   void TearDown() override {
-    for (const std::string& ns : ns_) sh("ip netns del " + ns);
+    for (const std::string& ns : ns_) shell_ok("ip netns del " + ns);
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 

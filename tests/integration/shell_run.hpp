@@ -1,7 +1,8 @@
 // Runs a shell command and returns its exit status and standard output, for the tests that
 // drive scripts and the built binaries as a user would (callers add "2>&1" to see stderr);
-// run_shell_split keeps stderr apart (tests that check an error line alone), and slurp/spit
-// read and write the files such scripts take and produce.
+// run_shell_split keeps stderr apart (tests that check an error line alone), run_quiet and
+// shell_ok drop both (setup and teardown: ip, nft), and slurp/spit read and write the files
+// such scripts take and produce.
 #pragma once
 
 #include <sys/wait.h>
@@ -15,6 +16,11 @@
 
 namespace uroce::test {
 
+// The `uroce` CLI of this build tree.
+inline std::string uroce_binary() {
+  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+}
+
 inline std::pair<int, std::string> run_shell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return {-1, ""};
@@ -23,6 +29,16 @@ inline std::pair<int, std::string> run_shell(const std::string& cmd) {
   while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// The exit status of cmd with its output discarded (-1 when it did not exit).
+inline int run_quiet(const std::string& cmd) {
+  return run_shell(cmd + " >/dev/null 2>&1").first;
+}
+
+// Whether cmd, its output discarded, exits 0.
+inline bool shell_ok(const std::string& cmd) {
+  return run_quiet(cmd) == 0;
 }
 
 inline std::string slurp(const std::filesystem::path& p) {

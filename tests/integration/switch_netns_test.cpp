@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "shell_run.hpp"
+
 namespace uroce::itest {
 namespace {
 
@@ -33,9 +35,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-bool sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
+using uroce::test::shell_ok;
 
 std::string capture(const std::string& cmd) {
   std::string out;
@@ -48,9 +48,7 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -138,7 +136,7 @@ class Process {
 // Sum of one device counter over every uroce process of a namespace (`uroce stat --json`).
 uint64_t stat_counter(const std::string& ns, const std::string& name) {
   const auto j = nlohmann::json::parse(
-      capture("ip netns exec " + ns + " " + uroce_bin() + " stat --json"), nullptr, false);
+      capture("ip netns exec " + ns + " " + uroce_binary() + " stat --json"), nullptr, false);
   uint64_t sum = 0;
   if (!j.is_array()) return 0;
   for (const auto& dev : j)
@@ -164,7 +162,7 @@ class SwitchNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (!sh("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
+    if (!shell_ok("ip -V")) GTEST_SKIP() << "iproute2 (ip) not installed";
     id_ = getpid() % 100000;
     sw_ = "ursw-" + std::to_string(id_);
     rx_ = "urswr-" + std::to_string(id_);
@@ -173,7 +171,7 @@ class SwitchNetnsTest : public ::testing::Test {
     udp_ = std::to_string(40000 + id_ % 5000);
   }
   void TearDown() override {
-    for (const std::string& ns : namespaces_) sh("ip netns del " + ns);
+    for (const std::string& ns : namespaces_) shell_ok("ip netns del " + ns);
   }
 
   // The switch namespace, the receiver (address .100, veth end "sr" in the switch) and n
@@ -182,20 +180,20 @@ class SwitchNetnsTest : public ::testing::Test {
   void build(int n, bool bridge) {
     n_ = n;
     auto add_ns = [&](const std::string& ns) {
-      ASSERT_TRUE(sh("ip netns add " + ns)) << ns;
+      ASSERT_TRUE(shell_ok("ip netns add " + ns)) << ns;
       namespaces_.push_back(ns);
-      ASSERT_TRUE(sh("ip -n " + ns + " link set lo up"));
+      ASSERT_TRUE(shell_ok("ip -n " + ns + " link set lo up"));
     };
     add_ns(sw_);
     // The switch namespace takes no part in IP: no IPv6 link-local chatter from it.
-    sh("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
-    sh("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+    shell_ok("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+    shell_ok("ip netns exec " + sw_ + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
     add_ns(rx_);
     std::vector<std::string> cmds = {
         "ip link add p0 netns " + rx_ + " type veth peer name sr netns " + sw_,
         "ip -n " + rx_ + " addr add " + net_ + "100/24 dev p0", "ip -n " + rx_ + " link set p0 up",
         "ip -n " + sw_ + " link set sr up"};
-    for (const std::string& c : cmds) ASSERT_TRUE(sh(c)) << c;
+    for (const std::string& c : cmds) ASSERT_TRUE(shell_ok(c)) << c;
     for (int i = 0; i < n; ++i) {
       const std::string s = sender(i);
       add_ns(s);
@@ -204,16 +202,16 @@ class SwitchNetnsTest : public ::testing::Test {
            {"ip link add p0 netns " + s + " type veth peer name " + port + " netns " + sw_,
             "ip -n " + s + " addr add " + net_ + std::to_string(i + 1) + "/24 dev p0",
             "ip -n " + s + " link set p0 up", "ip -n " + sw_ + " link set " + port + " up"}) {
-        ASSERT_TRUE(sh(c)) << c;
+        ASSERT_TRUE(shell_ok(c)) << c;
       }
     }
     if (bridge) {
-      ASSERT_TRUE(sh("ip -n " + sw_ + " link add br0 type bridge"));
-      ASSERT_TRUE(sh("ip -n " + sw_ + " link set sr master br0"));
+      ASSERT_TRUE(shell_ok("ip -n " + sw_ + " link add br0 type bridge"));
+      ASSERT_TRUE(shell_ok("ip -n " + sw_ + " link set sr master br0"));
       for (int i = 0; i < n; ++i) {
-        ASSERT_TRUE(sh("ip -n " + sw_ + " link set s" + std::to_string(i) + " master br0"));
+        ASSERT_TRUE(shell_ok("ip -n " + sw_ + " link set s" + std::to_string(i) + " master br0"));
       }
-      ASSERT_TRUE(sh("ip -n " + sw_ + " link set br0 up"));
+      ASSERT_TRUE(shell_ok("ip -n " + sw_ + " link set br0 up"));
     }
   }
 
@@ -222,7 +220,7 @@ class SwitchNetnsTest : public ::testing::Test {
   }
 
   std::unique_ptr<Process> start_switch(std::vector<std::string> args) {
-    std::vector<std::string> argv = {uroce_bin(), "switch", "--roce-port", udp_, "--port", "sr"};
+    std::vector<std::string> argv = {uroce_binary(), "switch", "--roce-port", udp_, "--port", "sr"};
     for (int i = 0; i < n_; ++i) argv.insert(argv.end(), {"--port", "s" + std::to_string(i)});
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--json");
@@ -246,7 +244,7 @@ class SwitchNetnsTest : public ::testing::Test {
     const Env env = {{"UROCE_UDP_PORT", udp_}, {"UROCE_CC", cc}};
     std::vector<std::unique_ptr<Process>> servers, clients;
     auto perf = [&](int i, const std::string& host) {
-      std::vector<std::string> a = {uroce_bin(), "perf", "write_bw"};
+      std::vector<std::string> a = {uroce_binary(), "perf", "write_bw"};
       if (!host.empty()) a.push_back(host);
       a.insert(a.end(), {"-p", std::to_string(tcp_base_ + i), "-D", std::to_string(secs),
                          "--verify", "--json", "--timeout", "40"});
@@ -504,10 +502,10 @@ TEST_F(SwitchNetnsTest, TwoSendersLossyTailDropsAndDataStaysCorrect) {
 // "Naked": a Linux bridge with a tbf qdisc (rate-limited tail-drop FIFO) on the receiver's
 // port drops at the qdisc; data stays correct.
 TEST_F(SwitchNetnsTest, TwoSendersThroughATbfBridgePortDropAtTheQdisc) {
-  if (!sh("tc -V")) GTEST_SKIP() << "tc not installed";
+  if (!shell_ok("tc -V")) GTEST_SKIP() << "tc not installed";
   build(2, true);
-  ASSERT_TRUE(sh("ip netns exec " + sw_ +
-                 " tc qdisc add dev sr root tbf rate 200mbit burst 32kb limit 32kb"));
+  ASSERT_TRUE(shell_ok("ip netns exec " + sw_ +
+                       " tc qdisc add dev sr root tbf rate 200mbit burst 32kb limit 32kb"));
   const RunResult r = run_flows("none", 3);
   expect_all_verified(r);
   const std::string tc = capture("ip netns exec " + sw_ + " tc -s qdisc show dev sr");
@@ -726,7 +724,7 @@ TEST(SwitchCli, BadValuesGiveOneLineErrors) {
        {{"UROCE_UDP_PORT", "99999"}}},
   };
   for (const Case& c : cases) {
-    std::vector<std::string> argv = {uroce_bin(), "switch"};
+    std::vector<std::string> argv = {uroce_binary(), "switch"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     Process p("", c.env, argv);
     EXPECT_EQ(p.wait(10s), 2) << p.both();

@@ -33,9 +33,7 @@ namespace {
 constexpr int kMessages = 20;
 constexpr size_t kMessageBytes = 4096;
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 std::pair<int, std::string> run(const std::string& cmd) {
   return uroce::test::run_shell(cmd);
@@ -102,7 +100,7 @@ TEST_F(TelemetryTest, StatReadsTheCountersOfThisProcessExactly) {
   traffic(qa, qb);
   const Counters ca = *qa.counters();
 
-  auto [status, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() +
+  auto [status, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_binary() +
                            " stat --json --pid " + std::to_string(getpid()));
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
@@ -127,8 +125,9 @@ TEST_F(TelemetryTest, StatReadsTheCountersOfThisProcessExactly) {
   EXPECT_GE((*qp)["rtt"]["count"].get<uint64_t>(), 1u);
   EXPECT_EQ((*qp)["counters"]["acks_rcvd"], ca[transport::Counter::kRcvdPkts]);
 
-  auto [qst, qout] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
-                         std::to_string(qa.qp_num()) + " --pid " + std::to_string(getpid()));
+  auto [qst, qout] =
+      run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_binary() + " stat --qp " +
+          std::to_string(qa.qp_num()) + " --pid " + std::to_string(getpid()));
   ASSERT_EQ(qst, 0);
   EXPECT_NE(qout.find(fmt::format("qp {} type RC state RTS peer 127.0.0.1 rqpn {} rtt avg",
                                   qa.qp_num(), qb.qp_num())),
@@ -153,7 +152,7 @@ TEST_F(TelemetryTest, DcqcnRateOfEachQpIsPublished) {
   QueuePair qb = b_->make_qp(QpType::kRc);
   traffic(qa, qb);
   const std::string env = "UROCE_STAT_DIR=" + stat_dir_.path() + " ";
-  auto [st, out] = run(env + uroce_bin() + " stat --json --qp " + std::to_string(qa.qp_num()) +
+  auto [st, out] = run(env + uroce_binary() + " stat --json --qp " + std::to_string(qa.qp_num()) +
                        " --pid " + std::to_string(getpid()));
   ASSERT_EQ(st, 0) << out;
   const auto j = nlohmann::json::parse(out);
@@ -166,21 +165,21 @@ TEST_F(TelemetryTest, DcqcnRateOfEachQpIsPublished) {
                                          {"rate_bps", 10'000'000'000ull},
                                          {"target_rate_bps", 10'000'000'000ull},
                                          {"alpha", 0}}));
-  auto [tst, text] = run(env + uroce_bin() + " stat --qp " + std::to_string(qa.qp_num()) +
+  auto [tst, text] = run(env + uroce_binary() + " stat --qp " + std::to_string(qa.qp_num()) +
                          " --pid " + std::to_string(getpid()));
   ASSERT_EQ(tst, 0);
   EXPECT_NE(text.find("\n    cc dcqcn rate 10000.0 Mb/s target 10000.0 Mb/s alpha 0/1024\n"),
             std::string::npos)
       << text;
-  auto [bst, other] = run(env + uroce_bin() + " stat --json --qp " + std::to_string(qb.qp_num()) +
-                          " --pid " + std::to_string(getpid()));
+  auto [bst, other] = run(env + uroce_binary() + " stat --json --qp " +
+                          std::to_string(qb.qp_num()) + " --pid " + std::to_string(getpid()));
   ASSERT_EQ(bst, 0);
   std::string plain_cc;
   for (const auto& dev : nlohmann::json::parse(other)) {
     for (const auto& q : dev["qps"]) plain_cc = q["cc"]["algorithm"];
   }
   EXPECT_EQ(plain_cc, "none");
-  auto [ast, all] = run(env + uroce_bin() + " stat --json --pid " + std::to_string(getpid()));
+  auto [ast, all] = run(env + uroce_binary() + " stat --json --pid " + std::to_string(getpid()));
   ASSERT_EQ(ast, 0);
   for (const auto& dev : nlohmann::json::parse(all)) EXPECT_EQ(dev["counters"]["rx_discards"], 0);
 
@@ -245,8 +244,8 @@ TEST_F(TelemetryTest, StatWatchShowsTimestampsRatesAndTheProgram) {
   QueuePair qb = b_->make_qp(QpType::kRc);
   const std::string env = "UROCE_STAT_DIR=" + stat_dir_.path() + " ";
   const std::string pid = std::to_string(getpid());
-  Background text(env + uroce_bin() + " stat --watch 1 --iterations 2 --pid " + pid);
-  Background json(env + uroce_bin() + " stat --json --watch 1 --iterations 2 --pid " + pid);
+  Background text(env + uroce_binary() + " stat --watch 1 --iterations 2 --pid " + pid);
+  Background json(env + uroce_binary() + " stat --json --watch 1 --iterations 2 --pid " + pid);
   ASSERT_TRUE(text.wait_started(std::chrono::seconds(10)));
   ASSERT_TRUE(json.wait_started(std::chrono::seconds(10)));
   traffic(qa, qb);  // between the first reading and the second (1 s later)
@@ -305,7 +304,7 @@ TEST_F(TelemetryTest, StatAllShowsTheZeroCountersToo) {
   QueuePair qa = a_->make_qp(QpType::kRc);
   QueuePair qb = b_->make_qp(QpType::kRc);
   traffic(qa, qb);
-  const std::string cmd = "UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() +
+  const std::string cmd = "UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_binary() +
                           " stat --pid " + std::to_string(getpid());
   auto [st, out] = run(cmd);
   ASSERT_EQ(st, 0) << out;
@@ -413,8 +412,8 @@ TEST_F(TelemetryTest, CaptureHoldsEveryPacketAndAnalyzes) {
   EXPECT_EQ(frames, sent + rcvd);
   EXPECT_EQ(verified, frames);
 
-  auto [st, out] =
-      run(uroce_bin() + " dump --analyze --json --port " + std::to_string(port_) + " " + capture_);
+  auto [st, out] = run(uroce_binary() + " dump --analyze --json --port " + std::to_string(port_) +
+                       " " + capture_);
   ASSERT_EQ(st, 0) << out;
   const auto j = nlohmann::json::parse(out);
   uint64_t messages = 0, retrans = 0;
@@ -470,7 +469,7 @@ TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
                         "or there is no route — run uroce doctor --peer 127.0.0.1\n",
                         qa.qp_num(), port_, port_));
 
-  auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_bin() + " stat --qp " +
+  auto [st, out] = run("UROCE_STAT_DIR=" + stat_dir_.path() + " " + uroce_binary() + " stat --qp " +
                        std::to_string(qa.qp_num()));
   ASSERT_EQ(st, 0) << out;
   EXPECT_NE(out.find("state ERR"), std::string::npos) << out;
@@ -480,7 +479,7 @@ TEST_F(TelemetryTest, RetryExceededIsExplainedInTheLogAndInStat) {
 
 TEST(TelemetryStatTest, NoProcessIsAnErrorWithAReason) {
   TempDir empty;
-  auto [st, out] = run("UROCE_STAT_DIR=" + empty.path() + " " + uroce_bin() + " stat 2>&1");
+  auto [st, out] = run("UROCE_STAT_DIR=" + empty.path() + " " + uroce_binary() + " stat 2>&1");
   EXPECT_EQ(st, 1);
   EXPECT_EQ(
       out, "uroce stat: no running uroce process of this network namespace publishes counters in " +

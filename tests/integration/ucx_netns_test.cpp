@@ -25,13 +25,9 @@ namespace {
 using namespace uroce::ibtest;
 using uroce::test::run_shell;
 
-bool sh(const std::string& cmd) {
-  return run_shell(cmd + " >/dev/null 2>&1").first == 0;
-}
+using uroce::test::shell_ok;
 
-std::string uroce_bin() {
-  return std::string(UROCE_BINARY_DIR) + "/bin/uroce";
-}
+using uroce::test::uroce_binary;
 
 class UcxNetnsTest : public ::testing::Test {
  protected:
@@ -60,13 +56,13 @@ class UcxNetnsTest : public ::testing::Test {
           "ip -n " + a_ + " link set " + veth_ + " up",
           "ip -n " + b_ + " link set " + veth_ + " up", "ip -n " + a_ + " link set lo up",
           "ip -n " + b_ + " link set lo up"}) {
-      ASSERT_TRUE(sh(cmd)) << cmd;
+      ASSERT_TRUE(shell_ok(cmd)) << cmd;
     }
   }
   void TearDown() override {
     if (created_) {
-      sh("ip netns del " + a_);
-      sh("ip netns del " + b_);
+      shell_ok("ip netns del " + a_);
+      shell_ok("ip netns del " + b_);
     }
   }
 
@@ -75,7 +71,7 @@ class UcxNetnsTest : public ::testing::Test {
                                  const std::vector<std::string>& argv) const {
     std::vector<std::string> a = {"ip", "netns", "exec", ns, "env"};
     a.insert(a.end(), vars.begin(), vars.end());
-    a.insert(a.end(), {uroce_bin(), "exec", "--netdev", veth_, "--"});
+    a.insert(a.end(), {uroce_binary(), "exec", "--netdev", veth_, "--"});
     a.insert(a.end(), argv.begin(), argv.end());
     return a;
   }
@@ -215,8 +211,8 @@ TEST_F(UcxNetnsTest, OpenMpiPingPongOverPmlUcx) {
       // hwloc_shmem_topology_write, at an address of the mapping it chose).
       "--mca", "rtc", "^hwloc", "--mca", "oob_tcp_if_include", veth_, "--mca", "pml", "ucx",
       "--mca", "btl", "^vader,tcp,openib", "-x", "UCX_TLS=rc_verbs,ud_verbs", "-x",
-      "UCX_NET_DEVICES=" + dev_ + ":1", "-x", "UROCE_PORT", uroce_bin(), "exec", "--netdev", veth_,
-      "--", prog};
+      "UCX_NET_DEVICES=" + dev_ + ":1", "-x", "UROCE_PORT", uroce_binary(), "exec", "--netdev",
+      veth_, "--", prog};
   Process p(argv, env_);
   const ProcResult r = p.wait(180s);
   std::filesystem::remove_all(dir);
