@@ -188,14 +188,19 @@ class FailureNetnsTest : public ::testing::Test {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-  void drop_udp_in_b() {
-    if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
+  // Drops what the nft expression `match` selects on its way into namespace b (table
+  // urfail, which goes with the namespace).
+  void drop_in_b(const std::string& match) {
     ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
     ASSERT_TRUE(
         shell_ok("ip netns exec " + b_ +
                  " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
-    ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " +
-                         udp_ + " drop"));
+    ASSERT_TRUE(
+        shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input " + match + " drop"));
+  }
+  void drop_udp_in_b() {
+    if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
+    drop_in_b("udp dport " + udp_);
   }
 
   std::string a_, b_, va_, vb_, addr_a_, addr_b_, tcp_, udp_;
@@ -248,12 +253,7 @@ TEST_F(FailureNetnsTest, ASideChannelNobodyAnswersIsNamedBeforeTheTimeout) {
                              nobody + "` which way it goes)\n")
         << cli.both();
   }
-  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
-  ASSERT_TRUE(
-      shell_ok("ip netns exec " + b_ +
-               " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
-  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input tcp dport " + tcp_ +
-                       " drop"));
+  ASSERT_NO_FATAL_FAILURE(drop_in_b("tcp dport " + tcp_));
   NsProcess srv(b_, env(), uroce({"pingpong", "-p", tcp_, "--timeout", "20"}));
   // The watchdog would print "uroce pingpong: timed out after 3 s" instead.
   NsProcess cli(a_, env(), uroce({"pingpong", addr_b_, "-p", tcp_, "--timeout", "3"}));
@@ -308,12 +308,7 @@ TEST_F(FailureNetnsTest, PathNarrowerThanBothEndsSaysSmallPacketsAreAnsweredButF
   ASSERT_TRUE(shell_ok("ip -n " + a_ + " link set " + va_ + " mtu 9000"));
   ASSERT_TRUE(shell_ok("ip -n " + b_ + " link set " + vb_ + " mtu 9000"));
   if (!shell_ok("command -v nft")) GTEST_SKIP() << "nft not installed";
-  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add table inet urfail"));
-  ASSERT_TRUE(
-      shell_ok("ip netns exec " + b_ +
-               " nft add chain inet urfail input '{ type filter hook input priority 0; }'"));
-  ASSERT_TRUE(shell_ok("ip netns exec " + b_ + " nft add rule inet urfail input udp dport " + udp_ +
-                       " ip length '>' 1400 drop"));
+  ASSERT_NO_FATAL_FAILURE(drop_in_b("udp dport " + udp_ + " ip length '>' 1400"));
   // The rule stands for a narrow link, which sees packets; a UDP GSO message crosses the veth
   // as one skb that the rule would judge by the whole message's length.
   auto one_datagram_per_packet = env();
