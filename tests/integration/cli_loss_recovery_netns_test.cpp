@@ -90,24 +90,9 @@ class LossRecoveryNetns : public ::testing::Test {
   }
 
   std::vector<std::string> perf(const std::string& ns, const std::string& recovery) {
-    return {"ip",
-            "netns",
-            "exec",
-            ns,
-            std::string(UROCE_BINARY_DIR) + "/bin/uroce",
-            "perf",
-            "write_bw",
-            "-s",
-            "65536",
-            "-n",
-            std::to_string(kIters),
-            "--verify",
-            "--json",
-            "--recovery",
-            recovery,
-            "-p",
-            std::to_string(tcp_),
-            "--timeout",
+    return {"ip",       "netns",      "exec",   ns,   uroce::test::uroce_binary(), "perf",
+            "write_bw", "-s",         "65536",  "-n", std::to_string(kIters),      "--verify",
+            "--json",   "--recovery", recovery, "-p", std::to_string(tcp_),        "--timeout",
             "240"};
   }
 

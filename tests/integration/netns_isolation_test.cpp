@@ -34,7 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::string kUroce = std::string(UROCE_BINARY_DIR) + "/bin/uroce";
+const std::string kUroce = uroce::test::uroce_binary();
 
 using uroce::test::shell_ok;
 
